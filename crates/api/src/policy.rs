@@ -1,0 +1,320 @@
+//! The one place where every route declares who may call it (its scope), how it is audited and
+//! which endpoint limit of SPEC 8.5 applies. The pipeline refuses a route missing here, and a
+//! test checks that this table and the OpenAPI document list the same routes.
+
+use axum::http::Method;
+use plantd_model::Scope;
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// No credentials needed (health, API documents).
+    Public,
+    /// Any valid key, whatever its scopes (the caller's own organization, user and status).
+    AnyKey,
+    /// A key holding this scope (or `admin`).
+    Scope(Scope),
+}
+
+/// An endpoint limit (SPEC 8.5), counted per API key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EndpointLimit {
+    pub limit: u64,
+    pub window_secs: i64,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct RoutePolicy {
+    pub method: &'static str,
+    /// The route template as axum matches it, with the `/v1` prefix.
+    pub path: &'static str,
+    pub access: Access,
+    /// Audit category and event type of a call to this route.
+    pub category: &'static str,
+    pub event_type: &'static str,
+    pub resource_type: &'static str,
+    pub endpoint_limit: Option<EndpointLimit>,
+}
+
+const fn route(
+    method: &'static str,
+    path: &'static str,
+    access: Access,
+    category: &'static str,
+    event_type: &'static str,
+    resource_type: &'static str,
+) -> RoutePolicy {
+    RoutePolicy {
+        method,
+        path,
+        access,
+        category,
+        event_type,
+        resource_type,
+        endpoint_limit: None,
+    }
+}
+
+const fn limited(mut p: RoutePolicy, limit: u64, window_secs: i64) -> RoutePolicy {
+    p.endpoint_limit = Some(EndpointLimit { limit, window_secs });
+    p
+}
+
+use Access::{AnyKey, Public};
+const READ_ASSETS: Access = Access::Scope(Scope::ReadAssets);
+const WRITE_ASSETS: Access = Access::Scope(Scope::WriteAssets);
+const ADMIN: Access = Access::Scope(Scope::Admin);
+const DAY: i64 = 86_400;
+
+pub static ROUTES: &[RoutePolicy] = &[
+    route(
+        "GET",
+        "/v1/health",
+        Public,
+        "system",
+        "health.read",
+        "health",
+    ),
+    route(
+        "GET",
+        "/v1/openapi.json",
+        Public,
+        "system",
+        "openapi.read",
+        "openapi",
+    ),
+    route("GET", "/v1/docs", Public, "system", "docs.read", "docs"),
+    route(
+        "GET",
+        "/v1/status",
+        AnyKey,
+        "system",
+        "status.read",
+        "status",
+    ),
+    // Data sources
+    route(
+        "GET",
+        "/v1/data-sources",
+        READ_ASSETS,
+        "data_sources",
+        "data_source.list",
+        "data_source",
+    ),
+    route(
+        "POST",
+        "/v1/data-sources",
+        WRITE_ASSETS,
+        "data_sources",
+        "data_source.create",
+        "data_source",
+    ),
+    route(
+        "GET",
+        "/v1/data-sources/{id}",
+        READ_ASSETS,
+        "data_sources",
+        "data_source.read",
+        "data_source",
+    ),
+    route(
+        "PUT",
+        "/v1/data-sources/{id}",
+        WRITE_ASSETS,
+        "data_sources",
+        "data_source.update",
+        "data_source",
+    ),
+    route(
+        "DELETE",
+        "/v1/data-sources/{id}",
+        WRITE_ASSETS,
+        "data_sources",
+        "data_source.delete",
+        "data_source",
+    ),
+    route(
+        "POST",
+        "/v1/data-sources/{id}/test",
+        WRITE_ASSETS,
+        "data_sources",
+        "data_source.test",
+        "data_source",
+    ),
+    // API keys
+    route(
+        "GET",
+        "/v1/api-keys",
+        ADMIN,
+        "api_keys",
+        "api_key.list",
+        "api_key",
+    ),
+    route(
+        "POST",
+        "/v1/api-keys",
+        ADMIN,
+        "api_keys",
+        "api_key.create",
+        "api_key",
+    ),
+    route(
+        "DELETE",
+        "/v1/api-keys/{id}",
+        ADMIN,
+        "api_keys",
+        "api_key.revoke",
+        "api_key",
+    ),
+    route(
+        "POST",
+        "/v1/api-keys/{id}/rotate",
+        ADMIN,
+        "api_keys",
+        "api_key.rotate",
+        "api_key",
+    ),
+    route(
+        "GET",
+        "/v1/api-keys/{id}/usage",
+        ADMIN,
+        "api_keys",
+        "api_key.usage",
+        "api_key",
+    ),
+    // Organization and members
+    route(
+        "GET",
+        "/v1/organizations/current",
+        AnyKey,
+        "organization",
+        "organization.read",
+        "organization",
+    ),
+    route(
+        "PUT",
+        "/v1/organizations/current",
+        ADMIN,
+        "organization",
+        "organization.update",
+        "organization",
+    ),
+    route(
+        "GET",
+        "/v1/organizations/current/members",
+        ADMIN,
+        "members",
+        "member.list",
+        "member",
+    ),
+    limited(
+        route(
+            "POST",
+            "/v1/organizations/current/members/invite",
+            ADMIN,
+            "members",
+            "member.invite",
+            "member",
+        ),
+        50,
+        DAY,
+    ),
+    route(
+        "DELETE",
+        "/v1/organizations/current/members/{id}",
+        ADMIN,
+        "members",
+        "member.remove",
+        "member",
+    ),
+    route(
+        "GET",
+        "/v1/organizations/current/usage",
+        ADMIN,
+        "organization",
+        "organization.usage",
+        "organization",
+    ),
+    // The key's own user
+    route("GET", "/v1/users/me", AnyKey, "users", "user.read", "user"),
+    route(
+        "PUT",
+        "/v1/users/me",
+        AnyKey,
+        "users",
+        "user.update",
+        "user",
+    ),
+    route(
+        "POST",
+        "/v1/users/me/password",
+        AnyKey,
+        "users",
+        "user.password_change",
+        "user",
+    ),
+    // Audit
+    route(
+        "GET",
+        "/v1/audit/logs",
+        ADMIN,
+        "audit",
+        "audit.list",
+        "audit_log",
+    ),
+    route(
+        "GET",
+        "/v1/audit/logs/{id}",
+        ADMIN,
+        "audit",
+        "audit.read",
+        "audit_log",
+    ),
+    route(
+        "GET",
+        "/v1/audit/summary",
+        ADMIN,
+        "audit",
+        "audit.summary",
+        "audit_log",
+    ),
+    route(
+        "POST",
+        "/v1/audit/export",
+        ADMIN,
+        "audit",
+        "audit.export",
+        "audit_log",
+    ),
+];
+
+static BY_ROUTE: LazyLock<HashMap<(&'static str, &'static str), &'static RoutePolicy>> =
+    LazyLock::new(|| ROUTES.iter().map(|p| ((p.method, p.path), p)).collect());
+
+/// The policy of a matched route, if it is declared.
+pub fn lookup(method: &Method, path: &str) -> Option<&'static RoutePolicy> {
+    BY_ROUTE.get(&(method.as_str(), path)).copied()
+}
+
+/// Whether a method changes state (and is therefore audited).
+pub fn is_mutation(method: &Method) -> bool {
+    !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_route_is_declared_twice() {
+        assert_eq!(BY_ROUTE.len(), ROUTES.len());
+    }
+
+    #[test]
+    fn lookups() {
+        let p = lookup(&Method::POST, "/v1/data-sources").unwrap();
+        assert_eq!(p.access, Access::Scope(Scope::WriteAssets));
+        assert!(lookup(&Method::PATCH, "/v1/data-sources").is_none());
+    }
+}

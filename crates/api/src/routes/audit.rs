@@ -1,0 +1,282 @@
+//! Audit logs (SPEC 4.13): list with filters, one record, summary and export (CSV or JSON).
+
+use axum::extract::{Path, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use plantd_model::Timestamp;
+use plantd_model::audit::{AuditRecord, Severity};
+use plantd_model::page::PageQuery;
+use plantd_store::{AuditFilter, AuditSummary, StoreError};
+use serde::Deserialize;
+
+use crate::envelope::{Data, List, list, ok};
+use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::extract::{ValidJson, ValidQuery};
+use crate::routes::page_of;
+use crate::state::{AppState, Caller};
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct AuditQuery {
+    /// Records at or after this time.
+    pub start_time: Option<String>,
+    /// Records at or before this time.
+    pub end_time: Option<String>,
+    /// Comma-separated: data_sources, api_keys, organization, members, users, audit, system.
+    pub categories: Option<String>,
+    /// Comma-separated event types such as `data_source.create,api_key.revoke`.
+    pub event_types: Option<String>,
+    /// Comma-separated: info, warning, critical.
+    pub severities: Option<String>,
+    pub user_id: Option<String>,
+    pub resource_type: Option<String>,
+    /// Case-insensitive text searched in event type, category, resource, actor, user, path,
+    /// error code, client address, user agent and outcome.
+    pub search: Option<String>,
+    #[serde(default, deserialize_with = "plantd_model::page::opt_i64")]
+    pub page: Option<i64>,
+    #[serde(default, deserialize_with = "plantd_model::page::opt_i64")]
+    pub per_page: Option<i64>,
+}
+
+fn csv_list(text: &Option<String>) -> Vec<String> {
+    text.as_deref()
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+fn time_param(
+    field: &str,
+    text: &Option<String>,
+    errors: &mut Vec<plantd_model::FieldError>,
+) -> Option<Timestamp> {
+    let t = text.as_deref().filter(|t| !t.trim().is_empty())?;
+    Timestamp::parse(t)
+        .map_err(|m| errors.push(plantd_model::FieldError::new(field, m)))
+        .ok()
+}
+
+fn range(
+    start: Option<Timestamp>,
+    end: Option<Timestamp>,
+    errors: &mut Vec<plantd_model::FieldError>,
+) {
+    if let (Some(s), Some(e)) = (start, end) {
+        if s > e {
+            errors.push(plantd_model::FieldError::new(
+                "end_time",
+                "must not be before start_time",
+            ));
+        }
+    }
+}
+
+impl AuditQuery {
+    fn filter(&self) -> Result<AuditFilter, ApiError> {
+        let mut errors = Vec::new();
+        let start = time_param("start_time", &self.start_time, &mut errors);
+        let end = time_param("end_time", &self.end_time, &mut errors);
+        range(start, end, &mut errors);
+        let mut severities = Vec::new();
+        for s in csv_list(&self.severities) {
+            match Severity::parse(&s) {
+                Some(sev) => severities.push(sev),
+                None => errors.push(plantd_model::FieldError::new(
+                    "severities",
+                    format!("unknown severity '{s}'; expected info, warning or critical"),
+                )),
+            }
+        }
+        if !errors.is_empty() {
+            return Err(ApiError::Validation(errors));
+        }
+        let non_empty = |o: &Option<String>| {
+            o.as_deref()
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+        };
+        Ok(AuditFilter {
+            start,
+            end,
+            categories: csv_list(&self.categories),
+            event_types: csv_list(&self.event_types),
+            severities,
+            user_id: non_empty(&self.user_id),
+            resource_type: non_empty(&self.resource_type),
+            search: non_empty(&self.search),
+        })
+    }
+}
+
+/// Audit records of the organization, newest first.
+#[utoipa::path(get, path = "/audit/logs", tag = "audit", security(("api_key" = [])), params(AuditQuery),
+    responses((status = 200, body = List<AuditRecord>), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody)))]
+pub async fn list_logs(
+    State(state): State<AppState>,
+    caller: Caller,
+    ValidQuery(q): ValidQuery<AuditQuery>,
+) -> ApiResult<Response> {
+    let filter = q.filter()?;
+    let page = page_of(PageQuery {
+        page: q.page,
+        per_page: q.per_page,
+    })?;
+    let paged = state
+        .store
+        .audit_logs(&caller.org_id, &filter, page)
+        .await?;
+    Ok(list(page, paged, |r| r))
+}
+
+#[utoipa::path(get, path = "/audit/logs/{id}", tag = "audit", security(("api_key" = [])), params(("id" = String, Path)),
+    responses((status = 200, body = Data<AuditRecord>), (status = 404, body = ErrorBody)))]
+pub async fn get_log(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Response> {
+    let record = state
+        .store
+        .audit_log(&caller.org_id, &id)
+        .await
+        .map_err(|e| match e {
+            StoreError::NotFound => ApiError::not_found("audit record"),
+            other => other.into(),
+        })?;
+    Ok(ok(record))
+}
+
+/// Counts by severity, outcome and category, and the most frequent event types, over the same
+/// filters as the list (all time by default).
+#[utoipa::path(get, path = "/audit/summary", tag = "audit", security(("api_key" = [])), params(AuditQuery),
+    responses((status = 200, body = Data<AuditSummary>), (status = 400, body = ErrorBody)))]
+pub async fn summary(
+    State(state): State<AppState>,
+    caller: Caller,
+    ValidQuery(q): ValidQuery<AuditQuery>,
+) -> ApiResult<Response> {
+    let filter = q.filter()?;
+    Ok(ok(state
+        .store
+        .audit_summary(&caller.org_id, &filter)
+        .await?))
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ExportFormat {
+    #[default]
+    Csv,
+    Json,
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExportRequest {
+    pub start_time: Option<Timestamp>,
+    pub end_time: Option<Timestamp>,
+    /// csv (default) or json.
+    pub format: Option<ExportFormat>,
+    pub categories: Option<Vec<String>>,
+    pub severities: Option<Vec<Severity>>,
+}
+
+/// The matching records as a file (oldest first, at most 100,000 rows): CSV with a header row,
+/// or a JSON array.
+#[utoipa::path(post, path = "/audit/export", tag = "audit", security(("api_key" = [])), request_body = ExportRequest,
+    responses((status = 200, description = "The export file", content_type = "text/csv"), (status = 400, body = ErrorBody)))]
+pub async fn export(
+    State(state): State<AppState>,
+    caller: Caller,
+    ValidJson(body): ValidJson<ExportRequest>,
+) -> ApiResult<Response> {
+    let mut errors = Vec::new();
+    range(body.start_time, body.end_time, &mut errors);
+    if !errors.is_empty() {
+        return Err(ApiError::Validation(errors));
+    }
+    let filter = AuditFilter {
+        start: body.start_time,
+        end: body.end_time,
+        categories: body.categories.unwrap_or_default(),
+        severities: body.severities.unwrap_or_default(),
+        ..AuditFilter::default()
+    };
+    let records = state.store.audit_export(&caller.org_id, &filter).await?;
+    let stamp = Timestamp::now().to_rfc3339().replace([':', '.'], "-");
+    let (content_type, ext, body) = match body.format.unwrap_or_default() {
+        ExportFormat::Json => (
+            "application/json",
+            "json",
+            serde_json::to_vec_pretty(&records).map_err(|e| ApiError::Internal(e.to_string()))?,
+        ),
+        ExportFormat::Csv => ("text/csv; charset=utf-8", "csv", to_csv(&records)?),
+    };
+    let disposition = format!("attachment; filename=\"audit-{stamp}.{ext}\"");
+    Ok((
+        [
+            (header::CONTENT_TYPE, content_type.to_string()),
+            (header::CONTENT_DISPOSITION, disposition),
+        ],
+        body,
+    )
+        .into_response())
+}
+
+const CSV_COLUMNS: [&str; 18] = [
+    "id",
+    "timestamp",
+    "actor_type",
+    "actor_id",
+    "user_id",
+    "category",
+    "event_type",
+    "severity",
+    "outcome",
+    "resource_type",
+    "resource_id",
+    "method",
+    "path",
+    "status_code",
+    "error_code",
+    "client_ip",
+    "user_agent",
+    "request_id",
+];
+
+fn to_csv(records: &[AuditRecord]) -> ApiResult<Vec<u8>> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let internal = |e: csv::Error| ApiError::Internal(e.to_string());
+    w.write_record(CSV_COLUMNS).map_err(internal)?;
+    for r in records {
+        let o = |v: &Option<String>| v.clone().unwrap_or_default();
+        w.write_record([
+            r.id.clone(),
+            r.timestamp.to_rfc3339(),
+            r.actor_type.clone(),
+            o(&r.actor_id),
+            o(&r.user_id),
+            r.category.clone(),
+            r.event_type.clone(),
+            r.severity.as_str().to_string(),
+            r.outcome.clone(),
+            r.resource_type.clone(),
+            o(&r.resource_id),
+            r.method.clone(),
+            r.path.clone(),
+            r.status_code.to_string(),
+            o(&r.error_code),
+            o(&r.client_ip),
+            o(&r.user_agent),
+            r.request_id.clone(),
+        ])
+        .map_err(internal)?;
+    }
+    w.into_inner()
+        .map_err(|e| ApiError::Internal(e.to_string()))
+}

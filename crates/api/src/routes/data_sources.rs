@@ -1,0 +1,355 @@
+//! Data sources (SPEC 2.2, 4.1): CRUD, filters, and the connection test.
+
+use axum::extract::{Path, State};
+use axum::response::Response;
+use plantd_model::Timestamp;
+use plantd_model::data_source::{
+    self, DataSource, DataSourceStatus, DataSourceType, MAX_NAME_LEN, NetworkTarget,
+    derive_endpoint, validate_config,
+};
+use plantd_model::page::PageQuery;
+use plantd_model::validation::Validator;
+use plantd_store::{DataSourceFilter, DataSourceUpdate, NewDataSource};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+use crate::envelope::{Data, List, created, list, no_content, ok};
+use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::extract::{ValidJson, ValidQuery};
+use crate::routes::page_of;
+use crate::state::{AppState, Caller};
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct DataSourceView {
+    pub id: String,
+    pub name: String,
+    #[serde(rename = "type")]
+    pub source_type: DataSourceType,
+    pub endpoint: String,
+    pub status: DataSourceStatus,
+    pub tag_count: i64,
+    /// Protocol settings; passwords are write-only and show as `password_set: true`.
+    #[schema(value_type = Object)]
+    pub config: Value,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+impl From<DataSource> for DataSourceView {
+    fn from(ds: DataSource) -> Self {
+        Self {
+            config: ds.public_config(),
+            id: ds.id,
+            name: ds.name,
+            source_type: ds.source_type,
+            endpoint: ds.endpoint,
+            status: ds.status,
+            tag_count: ds.tag_count,
+            created_at: ds.created_at,
+            updated_at: ds.updated_at,
+        }
+    }
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateDataSource {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub source_type: DataSourceType,
+    /// By type: modbus `{host, port (502), unit_id (1)}`; opcua `{endpoint: "opc.tcp://...",
+    /// security_mode, security_policy, username, password, root_node}`; mqtt `{broker_url,
+    /// topics, payload_format, qos, client_id, username, password}`.
+    #[schema(value_type = Object)]
+    pub config: Value,
+    /// Shown connection address; derived from `config` when absent.
+    pub endpoint: Option<String>,
+}
+
+/// Partial update: absent fields keep their value. Read-only fields of a fetched data source
+/// (`id`, `status`, `tag_count`, `created_at`, `updated_at`) are accepted and ignored.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateDataSource {
+    pub name: Option<String>,
+    #[serde(rename = "type")]
+    pub source_type: Option<DataSourceType>,
+    #[schema(value_type = Option<Object>)]
+    pub config: Option<Value>,
+    pub endpoint: Option<String>,
+    #[schema(value_type = Option<String>, read_only)]
+    pub id: Option<Value>,
+    #[schema(value_type = Option<String>, read_only)]
+    pub status: Option<Value>,
+    #[schema(value_type = Option<i64>, read_only)]
+    pub tag_count: Option<Value>,
+    #[schema(value_type = Option<String>, read_only)]
+    pub created_at: Option<Value>,
+    #[schema(value_type = Option<String>, read_only)]
+    pub updated_at: Option<Value>,
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct DataSourceQuery {
+    /// opcua, modbus or mqtt
+    #[serde(rename = "type")]
+    #[param(inline)]
+    pub source_type: Option<DataSourceType>,
+    /// connected or disconnected
+    #[param(inline)]
+    pub status: Option<DataSourceStatus>,
+    #[serde(default, deserialize_with = "plantd_model::page::opt_i64")]
+    pub page: Option<i64>,
+    #[serde(default, deserialize_with = "plantd_model::page::opt_i64")]
+    pub per_page: Option<i64>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ConnectionTestResult {
+    pub success: bool,
+    /// Time to establish the connection, when it succeeded.
+    pub latency_ms: Option<f64>,
+    /// What happened, in words a user can act on ("connection refused", ...).
+    pub message: String,
+    /// `host:port` that was dialled.
+    pub target: String,
+    pub tested_at: Timestamp,
+}
+
+fn check_endpoint(v: &mut Validator, endpoint: &Option<String>) {
+    if let Some(e) = endpoint {
+        v.text("endpoint", e, 2000);
+    }
+}
+
+/// List data sources, oldest first.
+#[utoipa::path(get, path = "/data-sources", tag = "data-sources", security(("api_key" = [])), params(DataSourceQuery),
+    responses((status = 200, body = List<DataSourceView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 429, body = ErrorBody)))]
+pub async fn list_data_sources(
+    State(state): State<AppState>,
+    caller: Caller,
+    ValidQuery(q): ValidQuery<DataSourceQuery>,
+) -> ApiResult<Response> {
+    let page = page_of(PageQuery {
+        page: q.page,
+        per_page: q.per_page,
+    })?;
+    let filter = DataSourceFilter {
+        source_type: q.source_type,
+        status: q.status,
+    };
+    let paged = state
+        .store
+        .data_sources(&caller.org_id, &filter, page)
+        .await?;
+    Ok(list(page, paged, DataSourceView::from))
+}
+
+/// Create a data source; it starts `disconnected` with `tag_count` 0.
+#[utoipa::path(post, path = "/data-sources", tag = "data-sources", security(("api_key" = [])), request_body = CreateDataSource,
+    responses((status = 201, body = Data<DataSourceView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn create_data_source(
+    State(state): State<AppState>,
+    caller: Caller,
+    ValidJson(body): ValidJson<CreateDataSource>,
+) -> ApiResult<Response> {
+    let mut v = Validator::new();
+    v.text("name", &body.name, MAX_NAME_LEN);
+    check_endpoint(&mut v, &body.endpoint);
+    let config = validate_config(body.source_type, &body.config, "config", &mut v);
+    v.finish().map_err(ApiError::Validation)?;
+    let endpoint = body
+        .endpoint
+        .unwrap_or_else(|| derive_endpoint(body.source_type, &config));
+    let ds = state
+        .store
+        .create_data_source(NewDataSource {
+            org_id: &caller.org_id,
+            name: body.name.trim(),
+            source_type: body.source_type,
+            endpoint: &endpoint,
+            config: &config,
+        })
+        .await?;
+    Ok(created(&ds.id.clone(), DataSourceView::from(ds)))
+}
+
+#[utoipa::path(get, path = "/data-sources/{id}", tag = "data-sources", security(("api_key" = [])), params(("id" = String, Path)),
+    responses((status = 200, body = Data<DataSourceView>), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn get_data_source(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Response> {
+    let ds = state
+        .store
+        .data_source(&caller.org_id, &id)
+        .await
+        .map_err(not_found)?;
+    Ok(ok(DataSourceView::from(ds)))
+}
+
+/// Update name, type, config or endpoint. A new `config` replaces the old one whole, except that
+/// a stored password is kept when the new config names the same username and gives no password.
+/// When `config` changes and no `endpoint` is given, the endpoint is derived again.
+#[utoipa::path(put, path = "/data-sources/{id}", tag = "data-sources", security(("api_key" = [])), params(("id" = String, Path)), request_body = UpdateDataSource,
+    responses((status = 200, body = Data<DataSourceView>), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn update_data_source(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ValidJson(body): ValidJson<UpdateDataSource>,
+) -> ApiResult<Response> {
+    let current = state
+        .store
+        .data_source(&caller.org_id, &id)
+        .await
+        .map_err(not_found)?;
+    let mut v = Validator::new();
+    if let Some(name) = &body.name {
+        v.text("name", name, MAX_NAME_LEN);
+    }
+    check_endpoint(&mut v, &body.endpoint);
+    let new_type = body.source_type.unwrap_or(current.source_type);
+    if new_type != current.source_type && body.config.is_none() {
+        v.add("config", "is required when the type changes");
+    }
+    let config = body.config.as_ref().map(|c| {
+        let mut c = c.clone();
+        keep_stored_password(&current, new_type, &mut c);
+        validate_config(new_type, &c, "config", &mut v)
+    });
+    v.finish().map_err(ApiError::Validation)?;
+    let endpoint = body
+        .endpoint
+        .or_else(|| config.as_ref().map(|c| derive_endpoint(new_type, c)));
+    let update = DataSourceUpdate {
+        name: body.name.map(|n| n.trim().to_string()),
+        source_type: body.source_type,
+        endpoint,
+        config,
+    };
+    let ds = state
+        .store
+        .update_data_source(&caller.org_id, &id, update)
+        .await
+        .map_err(not_found)?;
+    Ok(ok(DataSourceView::from(ds)))
+}
+
+fn keep_stored_password(current: &DataSource, new_type: DataSourceType, config: &mut Value) {
+    let Some(obj) = config.as_object_mut() else {
+        return;
+    };
+    let same_user =
+        obj.get("username").is_some() && obj.get("username") == current.config.get("username");
+    if new_type == current.source_type && same_user && !obj.contains_key("password") {
+        if let Some(pw) = current.config.get("password") {
+            obj.insert("password".into(), pw.clone());
+        }
+    }
+    obj.remove("password_set");
+}
+
+#[utoipa::path(delete, path = "/data-sources/{id}", tag = "data-sources", security(("api_key" = [])), params(("id" = String, Path)),
+    responses((status = 204, description = "Deleted"), (status = 404, body = ErrorBody)))]
+pub async fn delete_data_source(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Response> {
+    state
+        .store
+        .delete_data_source(&caller.org_id, &id)
+        .await
+        .map_err(not_found)?;
+    Ok(no_content())
+}
+
+/// How long a connection test waits for the other side.
+pub const TEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Try to reach the source over the network and report what happened.
+#[utoipa::path(post, path = "/data-sources/{id}/test", tag = "data-sources", security(("api_key" = [])), params(("id" = String, Path)),
+    responses((status = 200, body = Data<ConnectionTestResult>), (status = 404, body = ErrorBody)))]
+pub async fn test_data_source(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Response> {
+    let ds = state
+        .store
+        .data_source(&caller.org_id, &id)
+        .await
+        .map_err(not_found)?;
+    let target = data_source::network_target(ds.source_type, &ds.config).ok_or_else(|| {
+        ApiError::Internal(format!(
+            "stored config of data source {id} has no network target"
+        ))
+    })?;
+    Ok(ok(tcp_check(&target).await))
+}
+
+/// Opens (and closes) a TCP connection to the target.
+pub async fn tcp_check(target: &NetworkTarget) -> ConnectionTestResult {
+    let addr = if target.host.contains(':') {
+        format!("[{}]:{}", target.host, target.port)
+    } else {
+        format!("{}:{}", target.host, target.port)
+    };
+    let started = Instant::now();
+    let outcome = tokio::time::timeout(TEST_TIMEOUT, async {
+        let addrs: Vec<_> = tokio::net::lookup_host(&addr)
+            .await
+            .map_err(|_| format!("could not resolve host '{}'", target.host))?
+            .collect();
+        let mut last = format!("could not resolve host '{}'", target.host);
+        for a in addrs {
+            match tokio::net::TcpStream::connect(a).await {
+                Ok(_) => return Ok(()),
+                Err(e) => last = describe_io_error(&e, &addr),
+            }
+        }
+        Err(last)
+    })
+    .await;
+    let latency = (started.elapsed().as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0;
+    let (success, message) = match outcome {
+        Ok(Ok(())) => (true, format!("TCP connection to {addr} established")),
+        Ok(Err(m)) => (false, m),
+        Err(_) => (
+            false,
+            format!(
+                "no answer from {addr} within {} s (timed out)",
+                TEST_TIMEOUT.as_secs()
+            ),
+        ),
+    };
+    ConnectionTestResult {
+        success,
+        latency_ms: success.then_some(latency),
+        message,
+        target: addr,
+        tested_at: Timestamp::now(),
+    }
+}
+
+fn describe_io_error(e: &std::io::Error, addr: &str) -> String {
+    use std::io::ErrorKind::*;
+    match e.kind() {
+        ConnectionRefused => format!("connection refused by {addr}: nothing listens on that port"),
+        TimedOut => format!("connection to {addr} timed out"),
+        HostUnreachable | NetworkUnreachable => format!("{addr} is unreachable from this server"),
+        PermissionDenied => format!("connecting to {addr} is not permitted"),
+        _ => format!("could not connect to {addr}: {e}"),
+    }
+}
+
+fn not_found(e: plantd_store::StoreError) -> ApiError {
+    match e {
+        plantd_store::StoreError::NotFound => ApiError::not_found("data source"),
+        other => other.into(),
+    }
+}

@@ -1,0 +1,17 @@
+//! One module per feature of the API.
+
+pub mod api_keys;
+pub mod audit;
+pub mod data_sources;
+pub mod orgs;
+pub mod system;
+pub mod users;
+
+use plantd_model::page::{Page, PageQuery};
+
+use crate::error::ApiError;
+
+/// Checks the pagination parameters of a list route.
+pub fn page_of(q: PageQuery) -> Result<Page, ApiError> {
+    Page::new(q.page, q.per_page).map_err(ApiError::Validation)
+}

@@ -1,0 +1,107 @@
+//! Secrets: API key generation and hashing (SHA-256 of a 256-bit random secret) and user
+//! passwords (Argon2id, PHC strings).
+
+use argon2::Argon2;
+use argon2::password_hash::{PasswordHasher, PasswordVerifier, phc::PasswordHash};
+use rand::Rng;
+use rand::distr::Alphanumeric;
+use sha2::{Digest, Sha256};
+
+/// Every plantd API key starts with this, so that secret scanners and people recognise it.
+pub const KEY_PREFIX: &str = "pdk_";
+/// Characters of the secret shown in lists (`pdk_` plus 8): enough to tell keys apart, far too
+/// few to guess the rest (43 random base62 characters, about 256 bits).
+pub const DISPLAY_PREFIX_LEN: usize = 12;
+const RANDOM_LEN: usize = 43;
+
+/// A freshly generated API key secret with what is stored of it.
+pub struct NewKeySecret {
+    /// The whole secret: shown once, never stored.
+    pub secret: String,
+    /// Hex SHA-256 of the secret: what the store keeps and looks up.
+    pub hash: String,
+    /// The non-secret beginning shown in lists.
+    pub display_prefix: String,
+}
+
+pub fn generate_key() -> NewKeySecret {
+    let random: String = rand::rng()
+        .sample_iter(&Alphanumeric)
+        .take(RANDOM_LEN)
+        .map(char::from)
+        .collect();
+    let secret = format!("{KEY_PREFIX}{random}");
+    NewKeySecret {
+        hash: hash_key(&secret),
+        display_prefix: secret[..DISPLAY_PREFIX_LEN].to_string(),
+        secret,
+    }
+}
+
+/// The stored form of a key secret. A fast hash is right here: the secret has 256 bits of
+/// entropy, so it cannot be brute-forced, and every request must be checked quickly.
+pub fn hash_key(secret: &str) -> String {
+    hex::encode(Sha256::digest(secret.as_bytes()))
+}
+
+/// Whether a bearer token looks like a plantd API key (and not, say, a JWT).
+pub fn looks_like_key(token: &str) -> bool {
+    token.starts_with(KEY_PREFIX) && token.len() == KEY_PREFIX.len() + RANDOM_LEN
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("password hashing failed: {0}")]
+pub struct PasswordError(String);
+
+/// Argon2id PHC string of a password, with a random salt.
+pub fn hash_password(password: &str) -> Result<String, PasswordError> {
+    Argon2::default()
+        .hash_password(password.as_bytes())
+        .map(|h| h.to_string())
+        .map_err(|e| PasswordError(e.to_string()))
+}
+
+/// Whether `password` matches a stored PHC string; a malformed stored hash never matches.
+pub fn verify_password(password: &str, phc: &str) -> bool {
+    PasswordHash::new(phc).is_ok_and(|h| {
+        Argon2::default()
+            .verify_password(password.as_bytes(), &h)
+            .is_ok()
+    })
+}
+
+/// A random password for generated accounts (first start): 20 base62 characters.
+pub fn generate_password() -> String {
+    rand::rng()
+        .sample_iter(&Alphanumeric)
+        .take(20)
+        .map(char::from)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_prefixed_unique_and_hashed() {
+        let a = generate_key();
+        let b = generate_key();
+        assert!(a.secret.starts_with("pdk_") && looks_like_key(&a.secret));
+        assert_ne!(a.secret, b.secret);
+        assert_eq!(a.hash, hash_key(&a.secret));
+        assert_eq!(a.hash.len(), 64);
+        assert!(a.secret.starts_with(&a.display_prefix));
+        assert!(!looks_like_key("eyJhbGciOi.x.y"));
+    }
+
+    #[test]
+    fn passwords_use_argon2id_and_verify() {
+        let h = hash_password("correct horse").unwrap();
+        assert!(h.starts_with("$argon2id$"));
+        assert!(verify_password("correct horse", &h));
+        assert!(!verify_password("wrong", &h));
+        assert!(!verify_password("x", "not-a-hash"));
+        assert_ne!(h, hash_password("correct horse").unwrap(), "salts differ");
+    }
+}

@@ -1,0 +1,109 @@
+//! Timestamps: stored as Unix milliseconds, written as RFC 3339 UTC with milliseconds, read from
+//! any RFC 3339 offset.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+use time::{OffsetDateTime, format_description::well_known::Rfc3339};
+
+/// A point in time with millisecond precision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp(i64);
+
+impl Timestamp {
+    pub fn now() -> Self {
+        Self((OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64)
+    }
+    pub const fn from_millis(ms: i64) -> Self {
+        Self(ms)
+    }
+    pub const fn millis(self) -> i64 {
+        self.0
+    }
+    pub fn unix_seconds(self) -> i64 {
+        self.0.div_euclid(1000)
+    }
+    /// Parses any RFC 3339 timestamp (any offset); sub-millisecond digits are truncated.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let t = OffsetDateTime::parse(text.trim(), &Rfc3339)
+            .map_err(|_| "must be an RFC 3339 timestamp, e.g. 2026-01-02T03:04:05Z".to_string())?;
+        Ok(Self(
+            (t.unix_timestamp_nanos().div_euclid(1_000_000)) as i64,
+        ))
+    }
+    pub fn to_rfc3339(self) -> String {
+        let t = OffsetDateTime::from_unix_timestamp_nanos(self.0 as i128 * 1_000_000)
+            .unwrap_or(OffsetDateTime::UNIX_EPOCH);
+        let d = t.date();
+        let tm = t.time();
+        format!(
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+            d.year(),
+            d.month() as u8,
+            d.day(),
+            tm.hour(),
+            tm.minute(),
+            tm.second(),
+            tm.millisecond()
+        )
+    }
+    /// The UTC calendar day, as `YYYY-MM-DD`.
+    pub fn day(self) -> String {
+        self.to_rfc3339()[..10].to_string()
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_rfc3339())
+    }
+}
+
+impl Serialize for Timestamp {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_rfc3339())
+    }
+}
+
+impl<'de> Deserialize<'de> for Timestamp {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        Timestamp::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+impl utoipa::PartialSchema for Timestamp {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime)))
+            .description(Some(
+                "RFC 3339 timestamp; UTC with milliseconds in responses",
+            ))
+            .examples(["2026-01-02T03:04:05.678Z"])
+            .into()
+    }
+}
+impl utoipa::ToSchema for Timestamp {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_offsets_and_writes_utc_millis() {
+        let t = Timestamp::parse("2026-01-02T05:04:05.678912+02:00").unwrap();
+        assert_eq!(t.to_rfc3339(), "2026-01-02T03:04:05.678Z");
+        assert_eq!(t.day(), "2026-01-02");
+        assert!(Timestamp::parse("2026-01-02").is_err());
+        assert!(Timestamp::parse("yesterday").is_err());
+    }
+
+    #[test]
+    fn round_trips_through_json() {
+        let t = Timestamp::from_millis(1_767_225_600_000);
+        let json = serde_json::to_string(&t).unwrap();
+        assert_eq!(json, "\"2026-01-01T00:00:00.000Z\"");
+        assert_eq!(serde_json::from_str::<Timestamp>(&json).unwrap(), t);
+    }
+}

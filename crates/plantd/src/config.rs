@@ -1,0 +1,145 @@
+//! plantd's configuration, loaded in layers: defaults, then the TOML file (`--config`), then
+//! `PLANTD_*` environment variables and command-line flags (clap merges those two, flags first).
+
+use anyhow::{Context, bail};
+use plantd_model::tier::LimitPolicy;
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8000";
+pub const DEFAULT_DATA_DIR: &str = "./plantd-data";
+
+/// The TOML file; every key optional, unknown keys refused.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    pub listen: Option<String>,
+    pub data_dir: Option<PathBuf>,
+    pub database_url: Option<String>,
+    pub limits: Option<LimitPolicy>,
+    /// Requests per minute per client address without valid credentials.
+    pub anonymous_requests_per_minute: Option<u64>,
+}
+
+impl FileConfig {
+    pub fn load(path: Option<&Path>) -> anyhow::Result<Self> {
+        let Some(path) = path else {
+            return Ok(Self::default());
+        };
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read config file {}", path.display()))?;
+        toml::from_str(&text).with_context(|| format!("invalid config file {}", path.display()))
+    }
+}
+
+/// Where the data lives: shared by `serve` and the operator commands.
+#[derive(Debug, Clone)]
+pub struct StorageConfig {
+    pub data_dir: PathBuf,
+    pub database_url: String,
+}
+
+impl StorageConfig {
+    pub fn resolve(
+        file: &FileConfig,
+        data_dir: Option<PathBuf>,
+        database_url: Option<String>,
+    ) -> anyhow::Result<Self> {
+        let data_dir = data_dir
+            .or_else(|| file.data_dir.clone())
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
+        let database_url = match database_url
+            .or_else(|| file.database_url.clone())
+            .filter(|u| !u.trim().is_empty())
+        {
+            Some(url) => {
+                plantd_store::backend_of(&url)?;
+                url
+            }
+            None => plantd_store::sqlite_url_for(&data_dir),
+        };
+        if plantd_store::backend_of(&database_url)? == plantd_store::Backend::Sqlite {
+            std::fs::create_dir_all(&data_dir).with_context(|| {
+                format!("cannot create the data directory {}", data_dir.display())
+            })?;
+        }
+        Ok(Self {
+            data_dir,
+            database_url,
+        })
+    }
+}
+
+/// Everything `plantd serve` needs.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    pub listen: SocketAddr,
+    pub storage: StorageConfig,
+    pub api: plantd_api::ApiConfig,
+}
+
+impl ServeConfig {
+    pub fn resolve(
+        file: FileConfig,
+        listen: Option<String>,
+        storage: StorageConfig,
+    ) -> anyhow::Result<Self> {
+        let listen_text = listen
+            .or_else(|| file.listen.clone())
+            .unwrap_or_else(|| DEFAULT_LISTEN.into());
+        let listen = match listen_text.parse() {
+            Ok(addr) => addr,
+            Err(_) => bail!("--listen '{listen_text}' is not an address such as 127.0.0.1:8000"),
+        };
+        let defaults = plantd_api::ApiConfig::default();
+        let api = plantd_api::ApiConfig {
+            limits: file.limits.unwrap_or_default(),
+            anonymous_per_minute: file
+                .anonymous_requests_per_minute
+                .unwrap_or(defaults.anonymous_per_minute),
+            key_cache_ttl: defaults.key_cache_ttl,
+            usage_flush_interval: Duration::from_secs(5),
+        };
+        Ok(Self {
+            listen,
+            storage,
+            api,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layers_and_refusals() {
+        let file: FileConfig = toml::from_str(
+            "listen = \"127.0.0.1:9000\"\n[limits]\norg_aggregate_multiplier = 3\n[limits.enterprise_requests]\nper_minute = 500\n",
+        )
+        .unwrap();
+        let dir = std::env::temp_dir().join(format!("plantd-cfg-{}", std::process::id()));
+        let storage = StorageConfig::resolve(&file, Some(dir.clone()), None).unwrap();
+        assert!(storage.database_url.starts_with("sqlite://"));
+        let cfg = ServeConfig::resolve(file, None, storage.clone()).unwrap();
+        assert_eq!(cfg.listen.port(), 9000);
+        assert_eq!(cfg.api.limits.enterprise_requests.per_minute, Some(500));
+        let flag = ServeConfig::resolve(
+            FileConfig::default(),
+            Some("127.0.0.1:7000".into()),
+            storage,
+        )
+        .unwrap();
+        assert_eq!(flag.listen.port(), 7000);
+        assert!(toml::from_str::<FileConfig>("lisen = 1").is_err());
+        let typo = StorageConfig::resolve(
+            &FileConfig::default(),
+            Some(dir.clone()),
+            Some("postgress://x/y".into()),
+        );
+        assert!(typo.unwrap_err().to_string().contains("unsupported scheme"));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

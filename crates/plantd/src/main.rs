@@ -1,0 +1,310 @@
+//! The `plantd` command: `serve` runs the cloud service; `keys`, `orgs` and `users` are operator
+//! commands that work beside a running server on the same database.
+
+mod config;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use plantd_api::operator;
+use plantd_model::org::Role;
+use plantd_model::{Scope, Tier, Timestamp, scope};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use config::{FileConfig, ServeConfig, StorageConfig};
+
+#[derive(Parser)]
+#[command(
+    name = "plantd",
+    version,
+    about = "Open industrial monitoring platform"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args, Clone)]
+struct StorageArgs {
+    /// TOML configuration file.
+    #[arg(long, env = "PLANTD_CONFIG", global = true)]
+    config: Option<PathBuf>,
+    /// Directory for the embedded database and other state [default: ./plantd-data].
+    #[arg(long, env = "PLANTD_DATA_DIR", global = true)]
+    data_dir: Option<PathBuf>,
+    /// sqlite://PATH or postgres://USER@HOST/DB [default: SQLite file in the data directory].
+    #[arg(long, env = "PLANTD_DATABASE_URL", global = true)]
+    database_url: Option<String>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the cloud service (REST API under /v1).
+    Serve {
+        /// Address to listen on [default: 127.0.0.1:8000].
+        #[arg(long, env = "PLANTD_LISTEN")]
+        listen: Option<String>,
+        #[command(flatten)]
+        storage: StorageArgs,
+    },
+    /// Manage API keys.
+    Keys {
+        #[command(subcommand)]
+        command: KeysCommand,
+    },
+    /// Manage organizations.
+    Orgs {
+        #[command(subcommand)]
+        command: OrgsCommand,
+    },
+    /// Manage users.
+    Users {
+        #[command(subcommand)]
+        command: UsersCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum KeysCommand {
+    /// Create an API key and print its secret (only the secret, on stdout).
+    Create {
+        #[arg(long)]
+        name: String,
+        /// Comma-separated: read:assets, write:assets, read:telemetry, write:telemetry,
+        /// read:alerts, write:alerts, admin.
+        #[arg(long, value_parser = parse_scopes)]
+        scopes: ScopeList,
+        /// Organization id [default: the first organization].
+        #[arg(long)]
+        org: Option<String>,
+        /// Expiry, RFC 3339.
+        #[arg(long, value_parser = parse_time)]
+        expires_at: Option<Timestamp>,
+        #[command(flatten)]
+        storage: StorageArgs,
+    },
+}
+
+#[derive(Subcommand)]
+enum OrgsCommand {
+    /// Create an organization and print its id.
+    Create {
+        #[arg(long)]
+        name: String,
+        #[arg(long, value_parser = parse_tier)]
+        tier: Tier,
+        #[command(flatten)]
+        storage: StorageArgs,
+    },
+}
+
+#[derive(Subcommand)]
+enum UsersCommand {
+    /// Create a user with a password (or set the password of an invited one) and print its id.
+    Create {
+        #[arg(long)]
+        email: String,
+        #[arg(long)]
+        password: String,
+        #[arg(long)]
+        org: Option<String>,
+        #[arg(long, default_value = "member", value_parser = parse_role)]
+        role: Role,
+        #[command(flatten)]
+        storage: StorageArgs,
+    },
+}
+
+#[derive(Clone, Debug)]
+struct ScopeList(Vec<Scope>);
+
+fn parse_scopes(s: &str) -> Result<ScopeList, String> {
+    scope::parse_list(s).map(ScopeList)
+}
+fn parse_time(s: &str) -> Result<Timestamp, String> {
+    Timestamp::parse(s)
+}
+fn parse_tier(s: &str) -> Result<Tier, String> {
+    s.parse()
+}
+fn parse_role(s: &str) -> Result<Role, String> {
+    s.parse()
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn open_store(
+    args: &StorageArgs,
+) -> anyhow::Result<(FileConfig, StorageConfig, plantd_store::Store)> {
+    let file = FileConfig::load(args.config.as_deref())?;
+    let storage = StorageConfig::resolve(&file, args.data_dir.clone(), args.database_url.clone())?;
+    let store = plantd_store::Store::connect(&storage.database_url)
+        .await
+        .with_context(|| format!("cannot open the database {}", redact(&storage.database_url)))?;
+    Ok((file, storage, store))
+}
+
+/// A database URL without its password, for messages.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let userinfo = &url[s + 3..at];
+            let user = userinfo.split(':').next().unwrap_or_default();
+            format!("{}{}@{}", &url[..s + 3], user, &url[at + 1..])
+        }
+        _ => url.to_string(),
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Serve { listen, storage } => {
+            init_logging();
+            let (file, storage_cfg, store) = open_store(&storage).await?;
+            let cfg = ServeConfig::resolve(file, listen, storage_cfg)?;
+            serve(cfg, store).await
+        }
+        Command::Keys {
+            command:
+                KeysCommand::Create {
+                    name,
+                    scopes,
+                    org,
+                    expires_at,
+                    storage,
+                },
+        } => {
+            let (_, _, store) = open_store(&storage).await?;
+            let (_, secret) =
+                operator::create_key(&store, org.as_deref(), &name, &scopes.0, expires_at).await?;
+            println!("{secret}");
+            Ok(())
+        }
+        Command::Orgs {
+            command:
+                OrgsCommand::Create {
+                    name,
+                    tier,
+                    storage,
+                },
+        } => {
+            let (_, _, store) = open_store(&storage).await?;
+            let org = operator::create_org(&store, &name, tier).await?;
+            println!("{}", org.id);
+            Ok(())
+        }
+        Command::Users {
+            command:
+                UsersCommand::Create {
+                    email,
+                    password,
+                    org,
+                    role,
+                    storage,
+                },
+        } => {
+            let (_, _, store) = open_store(&storage).await?;
+            let id = operator::create_user(&store, org.as_deref(), &email, &password, role).await?;
+            println!("{id}");
+            Ok(())
+        }
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("PLANTD_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+async fn serve(cfg: ServeConfig, store: plantd_store::Store) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(cfg.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", cfg.listen))?;
+    let addr = listener.local_addr()?;
+    let first = operator::first_start(&store).await?;
+    println!(
+        "plantd {} listening on http://{addr}",
+        env!("CARGO_PKG_VERSION")
+    );
+    println!("API docs: http://{addr}/v1/docs");
+    println!("data directory: {}", cfg.storage.data_dir.display());
+    println!(
+        "database: {} ({})",
+        redact(&cfg.storage.database_url),
+        store.backend().as_str()
+    );
+    if let Some(first) = first {
+        println!(
+            "first start: created organization \"{}\" ({})",
+            first.org.name, first.org.id
+        );
+        println!("  login email:    {}", first.email);
+        println!("  login password: {}", first.password);
+        println!(
+            "  (shown once; create an API key with: plantd keys create --name me --scopes admin)"
+        );
+    }
+    tracing::info!(%addr, "serving");
+    plantd_api::serve(listener, store.clone(), cfg.api, shutdown_signal()).await?;
+    store.close().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Completes on SIGINT (Ctrl-C) or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+    tracing::info!("shutdown signal received; finishing requests in flight");
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn redacts_passwords() {
+        assert_eq!(
+            super::redact("postgres://u:secret@h/db"),
+            "postgres://u@h/db"
+        );
+        assert_eq!(super::redact("sqlite://x.db"), "sqlite://x.db");
+    }
+}

@@ -1,0 +1,180 @@
+//! Data sources of an organization.
+
+use plantd_model::data_source::{DataSource, DataSourceStatus, DataSourceType};
+use plantd_model::page::{Page, Paged};
+use plantd_model::{Timestamp, new_id};
+use serde_json::Value;
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use crate::{Arg, Result, Store, StoreError, Where, conflict_on_unique};
+
+pub struct NewDataSource<'a> {
+    pub org_id: &'a str,
+    pub name: &'a str,
+    pub source_type: DataSourceType,
+    pub endpoint: &'a str,
+    pub config: &'a Value,
+}
+
+/// The fields a `PUT` may change; `None` keeps the stored value.
+#[derive(Default)]
+pub struct DataSourceUpdate {
+    pub name: Option<String>,
+    pub source_type: Option<DataSourceType>,
+    pub endpoint: Option<String>,
+    pub config: Option<Value>,
+}
+
+#[derive(Default)]
+pub struct DataSourceFilter {
+    pub source_type: Option<DataSourceType>,
+    pub status: Option<DataSourceStatus>,
+}
+
+const DUPLICATE_NAME: &str = "a data source with this name already exists";
+
+fn from_row(row: &AnyRow) -> Result<DataSource> {
+    let t: String = row.try_get("type")?;
+    let status: String = row.try_get("status")?;
+    let config: String = row.try_get("config")?;
+    Ok(DataSource {
+        id: row.try_get("id")?,
+        org_id: row.try_get("org_id")?,
+        name: row.try_get("name")?,
+        source_type: DataSourceType::parse(&t)
+            .ok_or_else(|| StoreError::Corrupt(format!("data source type {t}")))?,
+        endpoint: row.try_get("endpoint")?,
+        status: DataSourceStatus::parse(&status)
+            .ok_or_else(|| StoreError::Corrupt(format!("data source status {status}")))?,
+        tag_count: row.try_get("tag_count")?,
+        config: serde_json::from_str(&config).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        created_at: Timestamp::from_millis(row.try_get("created_at")?),
+        updated_at: Timestamp::from_millis(row.try_get("updated_at")?),
+    })
+}
+
+impl Store {
+    pub async fn create_data_source(&self, new: NewDataSource<'_>) -> Result<DataSource> {
+        let now = Timestamp::now();
+        let ds = DataSource {
+            id: new_id(),
+            org_id: new.org_id.to_string(),
+            name: new.name.to_string(),
+            source_type: new.source_type,
+            endpoint: new.endpoint.to_string(),
+            status: DataSourceStatus::Disconnected,
+            tag_count: 0,
+            config: new.config.clone(),
+            created_at: now,
+            updated_at: now,
+        };
+        sqlx::query(
+            "INSERT INTO data_sources (id, org_id, name, type, endpoint, status, tag_count, config, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        )
+        .bind(&ds.id)
+        .bind(&ds.org_id)
+        .bind(&ds.name)
+        .bind(ds.source_type.as_str())
+        .bind(&ds.endpoint)
+        .bind(ds.status.as_str())
+        .bind(ds.tag_count)
+        .bind(ds.config.to_string())
+        .bind(now.millis())
+        .bind(now.millis())
+        .execute(self.pool())
+        .await
+        .map_err(|e| conflict_on_unique(e, DUPLICATE_NAME))?;
+        Ok(ds)
+    }
+
+    pub async fn data_source(&self, org_id: &str, id: &str) -> Result<DataSource> {
+        let row = sqlx::query("SELECT * FROM data_sources WHERE org_id = $1 AND id = $2")
+            .bind(org_id)
+            .bind(id)
+            .fetch_optional(self.pool())
+            .await?
+            .ok_or(StoreError::NotFound)?;
+        from_row(&row)
+    }
+
+    pub async fn data_sources(
+        &self,
+        org_id: &str,
+        f: &DataSourceFilter,
+        page: Page,
+    ) -> Result<Paged<DataSource>> {
+        let mut w = Where::new();
+        w.push("org_id = ?", [Arg::Text(org_id.into())]);
+        if let Some(t) = f.source_type {
+            w.push("type = ?", [Arg::Text(t.as_str().into())]);
+        }
+        if let Some(s) = f.status {
+            w.push("status = ?", [Arg::Text(s.as_str().into())]);
+        }
+        let count_sql = format!("SELECT COUNT(*) AS n FROM data_sources{}", w.sql());
+        let total: i64 = w
+            .bind(sqlx::query(sqlx::AssertSqlSafe(count_sql)))
+            .fetch_one(self.pool())
+            .await?
+            .try_get("n")?;
+        let sql = format!(
+            "SELECT * FROM data_sources{} ORDER BY created_at, id LIMIT {} OFFSET {}",
+            w.sql(),
+            w.next_placeholder(1),
+            w.next_placeholder(2)
+        );
+        let rows = w
+            .bind(sqlx::query(sqlx::AssertSqlSafe(sql)))
+            .bind(page.limit())
+            .bind(page.offset())
+            .fetch_all(self.pool())
+            .await?;
+        Ok(Paged {
+            items: rows.iter().map(from_row).collect::<Result<_>>()?,
+            total: total as u64,
+        })
+    }
+
+    pub async fn update_data_source(
+        &self,
+        org_id: &str,
+        id: &str,
+        u: DataSourceUpdate,
+    ) -> Result<DataSource> {
+        let current = self.data_source(org_id, id).await?;
+        let name = u.name.unwrap_or(current.name);
+        let source_type = u.source_type.unwrap_or(current.source_type);
+        let endpoint = u.endpoint.unwrap_or(current.endpoint);
+        let config = u.config.unwrap_or(current.config);
+        sqlx::query(
+            "UPDATE data_sources SET name = $1, type = $2, endpoint = $3, config = $4, updated_at = $5 \
+             WHERE org_id = $6 AND id = $7",
+        )
+        .bind(&name)
+        .bind(source_type.as_str())
+        .bind(&endpoint)
+        .bind(config.to_string())
+        .bind(Timestamp::now().millis())
+        .bind(org_id)
+        .bind(id)
+        .execute(self.pool())
+        .await
+        .map_err(|e| conflict_on_unique(e, DUPLICATE_NAME))?;
+        self.data_source(org_id, id).await
+    }
+
+    pub async fn delete_data_source(&self, org_id: &str, id: &str) -> Result<()> {
+        let done = sqlx::query("DELETE FROM data_sources WHERE org_id = $1 AND id = $2")
+            .bind(org_id)
+            .bind(id)
+            .execute(self.pool())
+            .await?;
+        if done.rows_affected() == 0 {
+            Err(StoreError::NotFound)
+        } else {
+            Ok(())
+        }
+    }
+}

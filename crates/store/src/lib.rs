@@ -1,0 +1,247 @@
+//! Storage of plantd on SQLite (the embedded default, a file in the data directory) or
+//! PostgreSQL, chosen by the database URL's scheme. One SQL text with `$N` placeholders serves
+//! both through sqlx's `Any` driver; migrations are kept per backend and embedded in the binary.
+
+mod api_keys;
+mod audit;
+mod data_sources;
+mod migrate;
+mod orgs;
+
+pub use api_keys::NewApiKey;
+pub use audit::{AuditFilter, AuditSummary, NewAuditRecord};
+pub use data_sources::{DataSourceFilter, DataSourceUpdate, NewDataSource};
+pub use orgs::NewUser;
+
+use sqlx::AnyPool;
+use sqlx::any::AnyPoolOptions;
+use std::path::Path;
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("not found")]
+    NotFound,
+    #[error("conflict: {0}")]
+    Conflict(String),
+    #[error("invalid database URL: {0}")]
+    InvalidUrl(String),
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+}
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgresql",
+        }
+    }
+}
+
+/// Which backend a database URL selects. Anything but `sqlite:` and `postgres(ql)://` is refused,
+/// so a typo never silently creates a file.
+pub fn backend_of(url: &str) -> Result<Backend> {
+    let lower = url.to_ascii_lowercase();
+    if lower.starts_with("sqlite:") {
+        Ok(Backend::Sqlite)
+    } else if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
+        Ok(Backend::Postgres)
+    } else {
+        let scheme = url.split(':').next().unwrap_or_default();
+        Err(StoreError::InvalidUrl(format!(
+            "unsupported scheme '{scheme}' in '{url}': use sqlite://PATH or postgres://USER@HOST/DB"
+        )))
+    }
+}
+
+/// The default SQLite URL for a data directory.
+pub fn sqlite_url_for(data_dir: &Path) -> String {
+    format!("sqlite://{}", data_dir.join("plantd.db").display())
+}
+
+/// A connection pool plus the backend it talks to.
+#[derive(Clone, Debug)]
+pub struct Store {
+    pool: AnyPool,
+    backend: Backend,
+}
+
+impl Store {
+    /// Connects (creating a SQLite file if needed) and applies pending migrations.
+    pub async fn connect(url: &str) -> Result<Self> {
+        let backend = backend_of(url)?;
+        sqlx::any::install_default_drivers();
+        let options = AnyPoolOptions::new().acquire_timeout(Duration::from_secs(10));
+        let pool = match backend {
+            Backend::Sqlite => {
+                let url = if url.contains('?') {
+                    url.to_string()
+                } else {
+                    format!("{url}?mode=rwc")
+                };
+                options
+                    .max_connections(8)
+                    .after_connect(|conn, _| {
+                        Box::pin(async move {
+                            // WAL lets readers run beside the writer and operator commands run
+                            // beside the server; synchronous=FULL makes every commit durable.
+                            sqlx::raw_sql(
+                                "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; \
+                                 PRAGMA busy_timeout=10000; PRAGMA foreign_keys=ON;",
+                            )
+                            .execute(conn)
+                            .await?;
+                            Ok(())
+                        })
+                    })
+                    .connect(&url)
+                    .await?
+            }
+            Backend::Postgres => options.max_connections(16).connect(url).await?,
+        };
+        let store = Self { pool, backend };
+        migrate::run(&store).await?;
+        Ok(store)
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    pub fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    /// Round trip to the database, for health reporting.
+    pub async fn ping(&self) -> Result<Duration> {
+        let started = std::time::Instant::now();
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(started.elapsed())
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// Maps a unique-constraint violation to [`StoreError::Conflict`] with `message`.
+pub(crate) fn conflict_on_unique(e: sqlx::Error, message: &str) -> StoreError {
+    match &e {
+        sqlx::Error::Database(db) if db.is_unique_violation() => {
+            StoreError::Conflict(message.to_string())
+        }
+        _ => StoreError::Database(e),
+    }
+}
+
+/// Escapes `%`, `_` and `\` for a `LIKE ... ESCAPE '\'` pattern.
+pub(crate) fn like_pattern(text: &str) -> String {
+    let mut out = String::from("%");
+    for c in text.to_lowercase().chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('%');
+    out
+}
+
+/// Builds `WHERE` clauses with numbered placeholders for the `Any` driver.
+pub(crate) struct Where {
+    clauses: Vec<String>,
+    args: Vec<Arg>,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum Arg {
+    Text(String),
+    Int(i64),
+}
+
+impl Where {
+    pub(crate) fn new() -> Self {
+        Self {
+            clauses: Vec::new(),
+            args: Vec::new(),
+        }
+    }
+    /// Adds a clause where `?` stands for the next placeholder(s).
+    pub(crate) fn push(&mut self, clause: &str, args: impl IntoIterator<Item = Arg>) {
+        let mut text = String::new();
+        let mut pieces = clause.split('?').peekable();
+        let args: Vec<Arg> = args.into_iter().collect();
+        let mut used = 0;
+        while let Some(piece) = pieces.next() {
+            text.push_str(piece);
+            if pieces.peek().is_some() {
+                used += 1;
+                text.push_str(&format!("${}", self.args.len() + used));
+            }
+        }
+        debug_assert_eq!(used, args.len(), "placeholder count of '{clause}'");
+        self.args.extend(args);
+        self.clauses.push(text);
+    }
+    pub(crate) fn sql(&self) -> String {
+        if self.clauses.is_empty() {
+            String::new()
+        } else {
+            format!(" WHERE {}", self.clauses.join(" AND "))
+        }
+    }
+    pub(crate) fn next_placeholder(&self, offset: usize) -> String {
+        format!("${}", self.args.len() + offset)
+    }
+    pub(crate) fn bind<'q>(
+        &self,
+        mut q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>,
+    ) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments> {
+        for a in &self.args {
+            q = match a {
+                Arg::Text(s) => q.bind(s.clone()),
+                Arg::Int(i) => q.bind(*i),
+            };
+        }
+        q
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_schemes() {
+        assert_eq!(backend_of("sqlite:///tmp/x.db").unwrap(), Backend::Sqlite);
+        assert_eq!(
+            backend_of("postgres://root@127.0.0.1/test").unwrap(),
+            Backend::Postgres
+        );
+        assert_eq!(backend_of("postgresql://h/db").unwrap(), Backend::Postgres);
+        let e = backend_of("postgress://h/db").unwrap_err().to_string();
+        assert!(e.contains("unsupported scheme 'postgress'"), "{e}");
+        assert!(backend_of("/tmp/plantd.db").is_err());
+    }
+
+    #[test]
+    fn where_numbers_placeholders() {
+        let mut w = Where::new();
+        w.push("org_id = ?", [Arg::Text("o".into())]);
+        w.push("ts BETWEEN ? AND ?", [Arg::Int(1), Arg::Int(2)]);
+        assert_eq!(w.sql(), " WHERE org_id = $1 AND ts BETWEEN $2 AND $3");
+        assert_eq!(w.next_placeholder(1), "$4");
+        assert_eq!(like_pattern("50%_a"), "%50\\%\\_a%");
+    }
+}
