@@ -42,6 +42,10 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     }
     let value: serde_json::Value = serde_json::from_slice(bytes)
         .map_err(|e| ApiError::validation("body", format!("malformed JSON: {e}")))?;
+    if !value.is_object() {
+        // Every body of this API is an object; serde would otherwise read an array as a struct.
+        return Err(ApiError::validation("body", "must be a JSON object"));
+    }
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
@@ -68,10 +72,13 @@ fn field_error(path: &str, message: &str) -> plantd_model::FieldError {
             .split_once(", expected ")
             .map(|(_, e)| format!("; expected {e}"))
             .unwrap_or_default();
-        return plantd_model::FieldError::new(
-            join(name),
-            format!("is not a known field{expected}"),
-        );
+        // serde_path_to_error's path already ends with the unknown field.
+        let field = if parent.ends_with(name) {
+            parent.to_string()
+        } else {
+            join(name)
+        };
+        return plantd_model::FieldError::new(field, format!("is not a known field{expected}"));
     }
     let field = if parent.is_empty() {
         "body".to_string()
@@ -167,5 +174,6 @@ mod tests {
         assert_eq!(err(r#"{"name": "a""#).0, "body");
         assert_eq!(err("").0, "body");
         assert_eq!(err("[1]").0, "body");
+        assert_eq!(err(r#"["a", "modbus", null]"#).0, "body");
     }
 }

@@ -81,5 +81,5 @@ pub fn finish(doc: OpenApi) -> Value {
 
 /// The finished document (built once, when the first router is built).
 pub fn document_json() -> &'static Value {
-    DOCUMENT.get_or_init(|| crate::router::build_openapi())
+    DOCUMENT.get_or_init(crate::router::build_openapi)
 }

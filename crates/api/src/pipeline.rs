@@ -191,13 +191,13 @@ async fn admit(
             return (Some(caller), ws, Some(rate_limited(&scope, retry_after)));
         }
     };
-    if let Access::Scope(required) = policy.access {
-        if !allows(&caller.scopes, required) {
-            let err = ApiError::Authorization(format!(
-                "this API key lacks the '{required}' scope this operation needs"
-            ));
-            return (Some(caller), ws, Some(err));
-        }
+    if let Access::Scope(required) = policy.access
+        && !allows(&caller.scopes, required)
+    {
+        let err = ApiError::Authorization(format!(
+            "this API key lacks the '{required}' scope this operation needs"
+        ));
+        return (Some(caller), ws, Some(err));
     }
     (Some(caller), ws, None)
 }

@@ -1,1 +1,286 @@
-//! placeholder
+//! Test fixtures: [`spawn_app`] starts the real API server on port 0 with a fresh database (a
+//! SQLite file in a temporary directory, or a new PostgreSQL database on the server named by
+//! `PLANTD_TEST_DATABASE_URL`) and talks HTTP to it.
+
+use plantd_api::{ApiConfig, operator};
+use plantd_model::{Scope, Tier};
+use plantd_store::Store;
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// The PostgreSQL server tests use when set (CI sets it); SQLite otherwise.
+pub const TEST_DATABASE_ENV: &str = "PLANTD_TEST_DATABASE_URL";
+
+pub struct TestApp {
+    pub addr: SocketAddr,
+    /// `http://127.0.0.1:PORT/v1`
+    pub base: String,
+    pub client: reqwest::Client,
+    pub store: Store,
+    /// The organization created for the test (enterprise) and an admin key of it.
+    pub org_id: String,
+    pub admin_key: String,
+    pub database_url: String,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    server: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+    temp_dir: Option<PathBuf>,
+}
+
+/// A response read whole: status, headers and JSON body (`Value::Null` when not JSON).
+#[derive(Debug)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: reqwest::header::HeaderMap,
+    pub text: String,
+    pub json: Value,
+}
+
+impl Reply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+    /// The error code of an error envelope.
+    pub fn code(&self) -> &str {
+        self.json["error"]["code"].as_str().unwrap_or_default()
+    }
+    /// Panics with the body when the status differs: test failures then show the answer.
+    pub fn expect(self, status: u16) -> Self {
+        assert_eq!(
+            self.status.as_u16(),
+            status,
+            "unexpected status; body: {}",
+            self.text
+        );
+        self
+    }
+}
+
+/// Starts the app with default configuration.
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(ApiConfig::default()).await
+}
+
+pub async fn spawn_app_with(config: ApiConfig) -> TestApp {
+    let (database_url, temp_dir) = fresh_database().await;
+    let store = Store::connect(&database_url)
+        .await
+        .expect("connect to the test database");
+    let org = operator::create_org(&store, "Test Org", Tier::Enterprise)
+        .await
+        .expect("create org");
+    operator::create_user(
+        &store,
+        Some(&org.id),
+        "owner@example.com",
+        "owner-password",
+        plantd_model::org::Role::Owner,
+    )
+    .await
+    .expect("create owner");
+    let (_, admin_key) =
+        operator::create_key(&store, Some(&org.id), "test admin", &[Scope::Admin], None)
+            .await
+            .expect("create admin key");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind port 0");
+    let addr = listener.local_addr().expect("local addr");
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(plantd_api::serve(listener, store.clone(), config, async {
+        let _ = rx.await;
+    }));
+    TestApp {
+        addr,
+        base: format!("http://{addr}/v1"),
+        client: reqwest::Client::new(),
+        store,
+        org_id: org.id,
+        admin_key,
+        database_url,
+        shutdown: Some(tx),
+        server: Some(server),
+        temp_dir,
+    }
+}
+
+/// A new, empty database for one test.
+pub async fn fresh_database() -> (String, Option<PathBuf>) {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    match std::env::var(TEST_DATABASE_ENV)
+        .ok()
+        .filter(|u| !u.is_empty())
+    {
+        Some(server_url) => {
+            use sqlx::Connection;
+            let name = format!("plantd_t_{id}");
+            let mut conn = sqlx::PgConnection::connect(&server_url)
+                .await
+                .expect("connect to PLANTD_TEST_DATABASE_URL");
+            sqlx::Executor::execute(
+                &mut conn,
+                sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")),
+            )
+            .await
+            .expect("create the test database");
+            let _ = conn.close().await;
+            (replace_database(&server_url, &name), None)
+        }
+        None => {
+            let dir = std::env::temp_dir().join(format!("plantd-test-{id}"));
+            std::fs::create_dir_all(&dir).expect("create temp dir");
+            (plantd_store::sqlite_url_for(&dir), Some(dir))
+        }
+    }
+}
+
+/// `postgres://u@h:5432/test?x=y` with the database name replaced.
+fn replace_database(url: &str, name: &str) -> String {
+    let (base, query) = url
+        .split_once('?')
+        .map_or((url, None), |(b, q)| (b, Some(q)));
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let path_start = base[scheme_end..].find('/').map(|i| i + scheme_end);
+    let host = path_start.map_or(base, |i| &base[..i]);
+    match query {
+        Some(q) => format!("{host}/{name}?{q}"),
+        None => format!("{host}/{name}"),
+    }
+}
+
+impl TestApp {
+    /// Sends a request with an optional bearer key and JSON body.
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        key: Option<&str>,
+        body: Option<Value>,
+    ) -> Reply {
+        let mut req = self.client.request(method, format!("{}{path}", self.base));
+        if let Some(k) = key {
+            req = req.bearer_auth(k);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        read(req.send().await.expect("request sent")).await
+    }
+
+    /// Sends raw bytes with a content type.
+    pub async fn raw(
+        &self,
+        method: Method,
+        path: &str,
+        key: Option<&str>,
+        content_type: &str,
+        body: &str,
+    ) -> Reply {
+        let mut req = self
+            .client
+            .request(method, format!("{}{path}", self.base))
+            .header("content-type", content_type)
+            .body(body.to_string());
+        if let Some(k) = key {
+            req = req.bearer_auth(k);
+        }
+        read(req.send().await.expect("request sent")).await
+    }
+
+    pub async fn get(&self, path: &str, key: &str) -> Reply {
+        self.call(Method::GET, path, Some(key), None).await
+    }
+    pub async fn post(&self, path: &str, key: &str, body: Value) -> Reply {
+        self.call(Method::POST, path, Some(key), Some(body)).await
+    }
+    pub async fn put(&self, path: &str, key: &str, body: Value) -> Reply {
+        self.call(Method::PUT, path, Some(key), Some(body)).await
+    }
+    pub async fn delete(&self, path: &str, key: &str) -> Reply {
+        self.call(Method::DELETE, path, Some(key), None).await
+    }
+
+    /// A key of this test's organization with `scopes`.
+    pub async fn key(&self, scopes: &[Scope]) -> String {
+        operator::create_key(&self.store, Some(&self.org_id), "test key", scopes, None)
+            .await
+            .expect("create key")
+            .1
+    }
+
+    /// Another organization with an owner and an admin key: `(org_id, admin_key)`.
+    pub async fn other_org(&self, name: &str, tier: Tier) -> (String, String) {
+        let org = operator::create_org(&self.store, name, tier)
+            .await
+            .expect("create org");
+        let email = format!("owner-{}@example.com", uuid::Uuid::new_v4().simple());
+        operator::create_user(
+            &self.store,
+            Some(&org.id),
+            &email,
+            "owner-password",
+            plantd_model::org::Role::Owner,
+        )
+        .await
+        .expect("create owner");
+        let (_, key) =
+            operator::create_key(&self.store, Some(&org.id), "admin", &[Scope::Admin], None)
+                .await
+                .expect("key");
+        (org.id, key)
+    }
+
+    /// Stops the server gracefully and waits for it.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(server) = self.server.take() {
+            let _ = server.await;
+        }
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(dir) = &self.temp_dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+async fn read(resp: reqwest::Response) -> Reply {
+    let status = resp.status();
+    let headers = resp.headers().clone();
+    let text = resp.text().await.unwrap_or_default();
+    let json = serde_json::from_str(&text).unwrap_or(Value::Null);
+    Reply {
+        status,
+        headers,
+        text,
+        json,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn replaces_the_database_name() {
+        assert_eq!(
+            super::replace_database("postgres://root@127.0.0.1:5432/test", "x"),
+            "postgres://root@127.0.0.1:5432/x"
+        );
+        assert_eq!(
+            super::replace_database("postgres://h/test?sslmode=disable", "x"),
+            "postgres://h/x?sslmode=disable"
+        );
+        assert_eq!(
+            super::replace_database("postgres://h", "x"),
+            "postgres://h/x"
+        );
+    }
+}

@@ -65,13 +65,13 @@ fn range(
     end: Option<Timestamp>,
     errors: &mut Vec<plantd_model::FieldError>,
 ) {
-    if let (Some(s), Some(e)) = (start, end) {
-        if s > e {
-            errors.push(plantd_model::FieldError::new(
-                "end_time",
-                "must not be before start_time",
-            ));
-        }
+    if let (Some(s), Some(e)) = (start, end)
+        && s > e
+    {
+        errors.push(plantd_model::FieldError::new(
+            "end_time",
+            "must not be before start_time",
+        ));
     }
 }
 

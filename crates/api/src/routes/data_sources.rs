@@ -245,10 +245,12 @@ fn keep_stored_password(current: &DataSource, new_type: DataSourceType, config: 
     };
     let same_user =
         obj.get("username").is_some() && obj.get("username") == current.config.get("username");
-    if new_type == current.source_type && same_user && !obj.contains_key("password") {
-        if let Some(pw) = current.config.get("password") {
-            obj.insert("password".into(), pw.clone());
-        }
+    if new_type == current.source_type
+        && same_user
+        && !obj.contains_key("password")
+        && let Some(pw) = current.config.get("password")
+    {
+        obj.insert("password".into(), pw.clone());
     }
     obj.remove("password_set");
 }

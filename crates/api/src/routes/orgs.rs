@@ -50,10 +50,10 @@ pub async fn update_org(
     if let Some(name) = &body.name {
         v.text("name", name, 200);
     }
-    if let Some(tier) = &body.tier {
-        if tier.as_str() != Some(current.tier.as_str()) {
-            v.add("tier", "is set by the operator (plantd orgs create --tier) and cannot be changed through the API");
-        }
+    if let Some(tier) = &body.tier
+        && tier.as_str() != Some(current.tier.as_str())
+    {
+        v.add("tier", "is set by the operator (plantd orgs create --tier) and cannot be changed through the API");
     }
     v.finish().map_err(ApiError::Validation)?;
     let org = match body.name {

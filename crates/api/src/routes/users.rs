@@ -90,13 +90,13 @@ pub async fn update_me(
     ValidJson(body): ValidJson<UpdateMe>,
 ) -> ApiResult<Response> {
     let (user, role) = me(&state, &caller).await?;
-    if let Some(email) = body.email.as_ref().and_then(Value::as_str) {
-        if email.trim().to_lowercase() != user.email {
-            return Err(ApiError::validation(
-                "email",
-                "cannot be changed through the API",
-            ));
-        }
+    if let Some(email) = body.email.as_ref().and_then(Value::as_str)
+        && email.trim().to_lowercase() != user.email
+    {
+        return Err(ApiError::validation(
+            "email",
+            "cannot be changed through the API",
+        ));
     }
     let user = match body.name {
         Some(name) => {
