@@ -142,4 +142,13 @@ mod tests {
         assert!(typo.unwrap_err().to_string().contains("unsupported scheme"));
         let _ = std::fs::remove_dir_all(dir);
     }
+
+    #[test]
+    fn the_example_file_is_valid() {
+        let file: FileConfig = toml::from_str(include_str!("../../../config/plantd.example.toml")).unwrap();
+        assert_eq!(file.listen.as_deref(), Some(DEFAULT_LISTEN));
+        let limits = file.limits.unwrap();
+        assert_eq!(limits.org_aggregate_multiplier, 5);
+        assert_eq!(limits.enterprise_requests.per_minute, None);
+    }
 }
