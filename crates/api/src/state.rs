@@ -55,6 +55,7 @@ pub struct Inner {
     pub keys: KeyCache,
     pub usage: UsageCounter,
     pub workers: WorkerBoard,
+    pub rendered_data_sources: crate::routes::data_sources::RenderedDataSources,
     pub started_at: Timestamp,
 }
 
@@ -74,6 +75,7 @@ impl AppState {
             keys: KeyCache::default(),
             usage: UsageCounter::default(),
             workers: WorkerBoard::default(),
+            rendered_data_sources: Default::default(),
             started_at: Timestamp::now(),
         }))
     }

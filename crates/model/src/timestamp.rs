@@ -31,25 +31,37 @@ impl Timestamp {
         ))
     }
     pub fn to_rfc3339(self) -> String {
-        let t = OffsetDateTime::from_unix_timestamp_nanos(self.0 as i128 * 1_000_000)
-            .unwrap_or(OffsetDateTime::UNIX_EPOCH);
-        let d = t.date();
-        let tm = t.time();
+        let ms = self.0.rem_euclid(1000);
+        let secs = self.0.div_euclid(1000);
+        let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+        let sod = secs.rem_euclid(86_400);
         format!(
-            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
-            d.year(),
-            d.month() as u8,
-            d.day(),
-            tm.hour(),
-            tm.minute(),
-            tm.second(),
-            tm.millisecond()
+            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{ms:03}Z",
+            sod / 3600,
+            sod % 3600 / 60,
+            sod % 60
         )
     }
     /// The UTC calendar day, as `YYYY-MM-DD`.
     pub fn day(self) -> String {
-        self.to_rfc3339()[..10].to_string()
+        let (y, m, d) = civil_from_days(self.0.div_euclid(86_400_000));
+        format!("{y:04}-{m:02}-{d:02}")
     }
+}
+
+/// Proleptic Gregorian date of a count of days since 1970-01-01 (H. Hinnant's algorithm): integer
+/// math only, because timestamps are formatted on every response.
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
 }
 
 impl fmt::Display for Timestamp {
@@ -97,6 +109,29 @@ mod tests {
         assert_eq!(t.day(), "2026-01-02");
         assert!(Timestamp::parse("2026-01-02").is_err());
         assert!(Timestamp::parse("yesterday").is_err());
+    }
+
+    #[test]
+    fn formatting_matches_the_time_crate_across_centuries() {
+        use time::format_description::well_known::Rfc3339;
+        for ms in [
+            0_i64,
+            951_782_400_000,
+            1_709_164_799_999,
+            4_107_542_400_123,
+            -86_400_001,
+            253_402_300_799_999,
+        ] {
+            let t = OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).unwrap();
+            let expected = t.format(&Rfc3339).unwrap();
+            let ours = Timestamp::from_millis(ms).to_rfc3339();
+            assert_eq!(&ours[..19], &expected[..19], "{ms}");
+            assert_eq!(Timestamp::parse(&ours).unwrap().millis(), ms);
+        }
+        assert_eq!(
+            Timestamp::from_millis(1_709_164_800_000).day(),
+            "2024-02-29"
+        );
     }
 
     #[test]

@@ -145,7 +145,8 @@ mod tests {
 
     #[test]
     fn the_example_file_is_valid() {
-        let file: FileConfig = toml::from_str(include_str!("../../../config/plantd.example.toml")).unwrap();
+        let file: FileConfig =
+            toml::from_str(include_str!("../../../config/plantd.example.toml")).unwrap();
         assert_eq!(file.listen.as_deref(), Some(DEFAULT_LISTEN));
         let limits = file.limits.unwrap();
         assert_eq!(limits.org_aggregate_multiplier, 5);

@@ -115,6 +115,15 @@ async fn first_start_operator_commands_and_graceful_shutdown() {
         .to_string();
     assert!(password.len() >= 16);
 
+    // One server per SQLite database: a second one refuses to start.
+    if temp_dir.is_some() {
+        let (ok, _, err) = run(&[&["serve", "--listen", "127.0.0.1:0"][..], &storage].concat());
+        assert!(
+            !ok && err.contains("another plantd server is already using"),
+            "{err}"
+        );
+    }
+
     // Operator commands beside the running server print only what they create.
     let (ok, key, err) = run(&[
         &["keys", "create", "--name", "ops", "--scopes", "admin"][..],

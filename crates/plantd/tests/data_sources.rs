@@ -127,10 +127,20 @@ async fn crud_with_derived_endpoints_and_conflicts() {
     );
 
     // Delete.
+    let before = app.get("/data-sources", k).await.expect(200).json["meta"]["total"]
+        .as_u64()
+        .unwrap();
     app.delete(&format!("/data-sources/{id}"), k)
         .await
         .expect(204);
     app.get(&format!("/data-sources/{id}"), k).await.expect(404);
+    let after = app.get("/data-sources", k).await.expect(200);
+    assert_eq!(
+        after.json["meta"]["total"].as_u64().unwrap(),
+        before - 1,
+        "lists forget deleted sources"
+    );
+    assert!(!after.text.contains(&id));
     app.delete(&format!("/data-sources/{id}"), k)
         .await
         .expect(404);
@@ -212,4 +222,67 @@ async fn connection_test_reaches_the_network() {
         r.text
     );
     drop(listener);
+}
+
+/// Two API nodes on one PostgreSQL: a change made through one is seen by the other's cached list
+/// (PostgreSQL notifies every node). SQLite has one server per database by design.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_node_sees_changes_at_once_on_postgresql() {
+    if std::env::var(plantd_test_support::TEST_DATABASE_ENV).is_err() {
+        eprintln!(
+            "skipped: set {} to run the two-node test on PostgreSQL",
+            plantd_test_support::TEST_DATABASE_ENV
+        );
+        return;
+    }
+    let app = spawn_app().await;
+    let node_b = plantd_store::Store::connect(&app.database_url)
+        .await
+        .unwrap();
+    let k = app.admin_key.as_str();
+    let seen_by_b = |n: usize| {
+        let node_b = node_b.clone();
+        let org = app.org_id.clone();
+        async move {
+            // Delivery takes milliseconds; the bound only keeps a broken setup from hanging.
+            for _ in 0..200 {
+                if node_b.org_data_sources(&org).await.unwrap().len() == n {
+                    return true;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            false
+        }
+    };
+    assert!(seen_by_b(0).await);
+    let created = app
+        .post(
+            "/data-sources",
+            k,
+            json!({"name": "n1", "type": "modbus", "config": {"host": "h"}}),
+        )
+        .await
+        .expect(201);
+    assert!(seen_by_b(1).await, "node B must see the new data source");
+    let id = created.json["data"]["id"].as_str().unwrap();
+    app.put(
+        &format!("/data-sources/{id}"),
+        k,
+        json!({"name": "renamed"}),
+    )
+    .await
+    .expect(200);
+    let mut renamed = false;
+    for _ in 0..200 {
+        if node_b.org_data_sources(&app.org_id).await.unwrap()[0].name == "renamed" {
+            renamed = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(renamed, "node B must see the rename");
+    app.delete(&format!("/data-sources/{id}"), k)
+        .await
+        .expect(204);
+    assert!(seen_by_b(0).await, "node B must see the deletion");
 }

@@ -1,13 +1,16 @@
-//! Data sources of an organization.
+//! Data sources of an organization. Lists are served from memory (see `data_source_cache`);
+//! every write invalidates them after committing, and on PostgreSQL notifies the other nodes
+//! inside its transaction.
 
 use plantd_model::data_source::{DataSource, DataSourceStatus, DataSourceType};
-use plantd_model::page::{Page, Paged};
 use plantd_model::{Timestamp, new_id};
 use serde_json::Value;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use crate::{Arg, Result, Store, StoreError, Where, conflict_on_unique};
+use std::sync::Arc;
+
+use crate::{Result, Store, StoreError, conflict_on_unique};
 
 pub struct NewDataSource<'a> {
     pub org_id: &'a str,
@@ -24,12 +27,6 @@ pub struct DataSourceUpdate {
     pub source_type: Option<DataSourceType>,
     pub endpoint: Option<String>,
     pub config: Option<Value>,
-}
-
-#[derive(Default)]
-pub struct DataSourceFilter {
-    pub source_type: Option<DataSourceType>,
-    pub status: Option<DataSourceStatus>,
 }
 
 const DUPLICATE_NAME: &str = "a data source with this name already exists";
@@ -69,6 +66,7 @@ impl Store {
             created_at: now,
             updated_at: now,
         };
+        let mut tx = self.pool().begin().await?;
         sqlx::query(
             "INSERT INTO data_sources (id, org_id, name, type, endpoint, status, tag_count, config, created_at, updated_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
@@ -83,9 +81,10 @@ impl Store {
         .bind(ds.config.to_string())
         .bind(now.millis())
         .bind(now.millis())
-        .execute(self.pool())
+        .execute(&mut *tx)
         .await
         .map_err(|e| conflict_on_unique(e, DUPLICATE_NAME))?;
+        self.commit_data_source_write(tx, new.org_id).await?;
         Ok(ds)
     }
 
@@ -99,42 +98,39 @@ impl Store {
         from_row(&row)
     }
 
-    pub async fn data_sources(
+    /// Every data source of an organization, oldest first, from memory when possible.
+    pub async fn org_data_sources(&self, org_id: &str) -> Result<Arc<Vec<DataSource>>> {
+        let generation = match self.data_source_cache.get(org_id) {
+            Ok(hit) => return Ok(hit),
+            Err(generation) => generation,
+        };
+        let rows =
+            sqlx::query("SELECT * FROM data_sources WHERE org_id = $1 ORDER BY created_at, id")
+                .bind(org_id)
+                .fetch_all(self.pool())
+                .await?;
+        let list = Arc::new(rows.iter().map(from_row).collect::<Result<Vec<_>>>()?);
+        self.data_source_cache.put(org_id, generation, list.clone());
+        Ok(list)
+    }
+
+    /// Ends a data source write: notifies other nodes (PostgreSQL) inside the transaction,
+    /// commits, then forgets this node's cached list.
+    async fn commit_data_source_write(
         &self,
+        mut tx: sqlx::Transaction<'_, sqlx::Any>,
         org_id: &str,
-        f: &DataSourceFilter,
-        page: Page,
-    ) -> Result<Paged<DataSource>> {
-        let mut w = Where::new();
-        w.push("org_id = ?", [Arg::Text(org_id.into())]);
-        if let Some(t) = f.source_type {
-            w.push("type = ?", [Arg::Text(t.as_str().into())]);
+    ) -> Result<()> {
+        if self.backend() == crate::Backend::Postgres {
+            sqlx::query("SELECT pg_notify($1, $2)")
+                .bind(crate::data_source_cache::CHANNEL)
+                .bind(org_id)
+                .execute(&mut *tx)
+                .await?;
         }
-        if let Some(s) = f.status {
-            w.push("status = ?", [Arg::Text(s.as_str().into())]);
-        }
-        let count_sql = format!("SELECT COUNT(*) AS n FROM data_sources{}", w.sql());
-        let total: i64 = w
-            .bind(sqlx::query(sqlx::AssertSqlSafe(count_sql)))
-            .fetch_one(self.pool())
-            .await?
-            .try_get("n")?;
-        let sql = format!(
-            "SELECT * FROM data_sources{} ORDER BY created_at, id LIMIT {} OFFSET {}",
-            w.sql(),
-            w.next_placeholder(1),
-            w.next_placeholder(2)
-        );
-        let rows = w
-            .bind(sqlx::query(sqlx::AssertSqlSafe(sql)))
-            .bind(page.limit())
-            .bind(page.offset())
-            .fetch_all(self.pool())
-            .await?;
-        Ok(Paged {
-            items: rows.iter().map(from_row).collect::<Result<_>>()?,
-            total: total as u64,
-        })
+        tx.commit().await?;
+        self.data_source_cache.invalidate(org_id);
+        Ok(())
     }
 
     pub async fn update_data_source(
@@ -148,6 +144,7 @@ impl Store {
         let source_type = u.source_type.unwrap_or(current.source_type);
         let endpoint = u.endpoint.unwrap_or(current.endpoint);
         let config = u.config.unwrap_or(current.config);
+        let mut tx = self.pool().begin().await?;
         sqlx::query(
             "UPDATE data_sources SET name = $1, type = $2, endpoint = $3, config = $4, updated_at = $5 \
              WHERE org_id = $6 AND id = $7",
@@ -159,22 +156,23 @@ impl Store {
         .bind(Timestamp::now().millis())
         .bind(org_id)
         .bind(id)
-        .execute(self.pool())
+        .execute(&mut *tx)
         .await
         .map_err(|e| conflict_on_unique(e, DUPLICATE_NAME))?;
+        self.commit_data_source_write(tx, org_id).await?;
         self.data_source(org_id, id).await
     }
 
     pub async fn delete_data_source(&self, org_id: &str, id: &str) -> Result<()> {
+        let mut tx = self.pool().begin().await?;
         let done = sqlx::query("DELETE FROM data_sources WHERE org_id = $1 AND id = $2")
             .bind(org_id)
             .bind(id)
-            .execute(self.pool())
+            .execute(&mut *tx)
             .await?;
         if done.rows_affected() == 0 {
-            Err(StoreError::NotFound)
-        } else {
-            Ok(())
+            return Err(StoreError::NotFound);
         }
+        self.commit_data_source_write(tx, org_id).await
     }
 }

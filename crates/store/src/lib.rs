@@ -4,13 +4,14 @@
 
 mod api_keys;
 mod audit;
+mod data_source_cache;
 mod data_sources;
 mod migrate;
 mod orgs;
 
 pub use api_keys::NewApiKey;
 pub use audit::{AuditFilter, AuditSummary, NewAuditRecord};
-pub use data_sources::{DataSourceFilter, DataSourceUpdate, NewDataSource};
+pub use data_sources::{DataSourceUpdate, NewDataSource};
 pub use orgs::NewUser;
 
 use sqlx::AnyPool;
@@ -65,6 +66,15 @@ pub fn backend_of(url: &str) -> Result<Backend> {
     }
 }
 
+/// The file of a SQLite URL (`None` for in-memory databases and other backends).
+pub fn sqlite_file(url: &str) -> Option<std::path::PathBuf> {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))?;
+    let path = rest.split('?').next().unwrap_or_default();
+    (!path.is_empty() && !path.starts_with(":memory:")).then(|| std::path::PathBuf::from(path))
+}
+
 /// The default SQLite URL for a data directory.
 pub fn sqlite_url_for(data_dir: &Path) -> String {
     format!("sqlite://{}", data_dir.join("plantd.db").display())
@@ -75,6 +85,7 @@ pub fn sqlite_url_for(data_dir: &Path) -> String {
 pub struct Store {
     pool: AnyPool,
     backend: Backend,
+    data_source_cache: std::sync::Arc<data_source_cache::DataSourceCache>,
 }
 
 impl Store {
@@ -110,7 +121,17 @@ impl Store {
             }
             Backend::Postgres => options.max_connections(16).connect(url).await?,
         };
-        let store = Self { pool, backend };
+        let cache = std::sync::Arc::new(data_source_cache::DataSourceCache::new(
+            backend == Backend::Sqlite,
+        ));
+        if backend == Backend::Postgres {
+            data_source_cache::spawn_listener(url.to_string(), &cache);
+        }
+        let store = Self {
+            pool,
+            backend,
+            data_source_cache: cache,
+        };
         migrate::run(&store).await?;
         Ok(store)
     }
@@ -233,6 +254,20 @@ mod tests {
         let e = backend_of("postgress://h/db").unwrap_err().to_string();
         assert!(e.contains("unsupported scheme 'postgress'"), "{e}");
         assert!(backend_of("/tmp/plantd.db").is_err());
+    }
+
+    #[test]
+    fn sqlite_files() {
+        assert_eq!(
+            sqlite_file("sqlite:///tmp/a.db?mode=rwc").unwrap(),
+            std::path::PathBuf::from("/tmp/a.db")
+        );
+        assert_eq!(
+            sqlite_file("sqlite:rel.db").unwrap(),
+            std::path::PathBuf::from("rel.db")
+        );
+        assert!(sqlite_file("sqlite::memory:").is_none());
+        assert!(sqlite_file("postgres://h/db").is_none());
     }
 
     #[test]

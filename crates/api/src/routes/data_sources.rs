@@ -1,20 +1,26 @@
 //! Data sources (SPEC 2.2, 4.1): CRUD, filters, and the connection test.
 
+use axum::Json;
 use axum::extract::{Path, State};
+use axum::response::IntoResponse;
 use axum::response::Response;
 use plantd_model::Timestamp;
 use plantd_model::data_source::{
     self, DataSource, DataSourceStatus, DataSourceType, MAX_NAME_LEN, NetworkTarget,
     derive_endpoint, validate_config,
 };
+use plantd_model::page::PageMeta;
 use plantd_model::page::PageQuery;
 use plantd_model::validation::Validator;
-use plantd_store::{DataSourceFilter, DataSourceUpdate, NewDataSource};
+use plantd_store::{DataSourceUpdate, NewDataSource};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::envelope::{Data, List, created, list, no_content, ok};
+use crate::envelope::{Data, List, created, no_content, ok};
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{ValidJson, ValidQuery};
 use crate::routes::page_of;
@@ -136,15 +142,65 @@ pub async fn list_data_sources(
         page: q.page,
         per_page: q.per_page,
     })?;
-    let filter = DataSourceFilter {
-        source_type: q.source_type,
-        status: q.status,
-    };
-    let paged = state
-        .store
-        .data_sources(&caller.org_id, &filter, page)
-        .await?;
-    Ok(list(page, paged, DataSourceView::from))
+    let all = state.store.org_data_sources(&caller.org_id).await?;
+    let rendered = state.rendered_data_sources.get(&caller.org_id, &all)?;
+    let matching: Vec<usize> = all
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| q.source_type.is_none_or(|t| d.source_type == t))
+        .filter(|(_, d)| q.status.is_none_or(|s| d.status == s))
+        .map(|(i, _)| i)
+        .collect();
+    let data: Vec<&RawValue> = matching
+        .iter()
+        .skip(page.offset() as usize)
+        .take(page.limit() as usize)
+        .map(|&i| &*rendered[i])
+        .collect();
+    Ok(Json(List {
+        data,
+        meta: PageMeta::new(page, matching.len() as u64),
+    })
+    .into_response())
+}
+
+/// The JSON of each organization's data sources, rendered once per list the store hands out
+/// (the store's list changes identity whenever a data source changes), so that listing is
+/// copying rather than serializing.
+#[derive(Default)]
+pub struct RenderedDataSources {
+    orgs: Mutex<HashMap<String, RenderedEntry>>,
+}
+
+/// The store's list a rendering was made from, and the rendering.
+type RenderedEntry = (Arc<Vec<DataSource>>, RenderedList);
+
+/// One JSON fragment per data source, in list order.
+type RenderedList = Arc<Vec<Box<RawValue>>>;
+
+impl RenderedDataSources {
+    fn get(&self, org_id: &str, list: &Arc<Vec<DataSource>>) -> ApiResult<RenderedList> {
+        if let Some((source, rendered)) = self
+            .orgs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(org_id)
+            && Arc::ptr_eq(source, list)
+        {
+            return Ok(rendered.clone());
+        }
+        let rendered = Arc::new(
+            list.iter()
+                .map(|d| serde_json::value::to_raw_value(&DataSourceView::from(d.clone())))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| ApiError::Internal(e.to_string()))?,
+        );
+        self.orgs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(org_id.to_string(), (list.clone(), rendered.clone()));
+        Ok(rendered)
+    }
 }
 
 /// Create a data source; it starts `disconnected` with `tag_count` 0.

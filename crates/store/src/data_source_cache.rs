@@ -1,0 +1,136 @@
+//! Each organization's data sources kept in memory, so that listing them reads no database.
+//!
+//! The cache is trusted only while every write is sure to invalidate it:
+//! - SQLite: one server process owns the database file (`plantd serve` holds a lock next to it),
+//!   and every data source write goes through this `Store`, which invalidates after committing.
+//! - PostgreSQL: several API nodes may share the database, so every write also sends
+//!   `NOTIFY plantd_data_sources, '<org_id>'` inside its transaction, and each node listens. While
+//!   the listener is down the cache is bypassed; when it is back the cache starts empty.
+//!
+//! A read that raced an invalidation does not store what it read (a generation counter), so a
+//! stale list never enters the cache.
+
+use plantd_model::data_source::DataSource;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pub(crate) const CHANNEL: &str = "plantd_data_sources";
+
+#[derive(Debug)]
+pub(crate) struct DataSourceCache {
+    orgs: Mutex<HashMap<String, Arc<Vec<DataSource>>>>,
+    generation: AtomicU64,
+    trusted: AtomicBool,
+    /// Dropped with the cache, which ends its listener.
+    alive: tokio::sync::watch::Sender<()>,
+}
+
+impl DataSourceCache {
+    pub(crate) fn new(trusted: bool) -> Self {
+        Self {
+            orgs: Mutex::default(),
+            generation: AtomicU64::new(0),
+            trusted: AtomicBool::new(trusted),
+            alive: tokio::sync::watch::channel(()).0,
+        }
+    }
+
+    /// The cached list and, on a miss, the generation to hand back to [`Self::put`].
+    pub(crate) fn get(&self, org_id: &str) -> Result<Arc<Vec<DataSource>>, u64> {
+        let generation = self.generation.load(Ordering::Acquire);
+        if !self.trusted.load(Ordering::Acquire) {
+            return Err(generation);
+        }
+        let orgs = self.orgs.lock().unwrap_or_else(|p| p.into_inner());
+        orgs.get(org_id).cloned().ok_or(generation)
+    }
+
+    /// Stores a list read at `generation`, unless something was invalidated since.
+    pub(crate) fn put(&self, org_id: &str, generation: u64, list: Arc<Vec<DataSource>>) {
+        let mut orgs = self.orgs.lock().unwrap_or_else(|p| p.into_inner());
+        if self.trusted.load(Ordering::Acquire)
+            && self.generation.load(Ordering::Acquire) == generation
+        {
+            orgs.insert(org_id.to_string(), list);
+        }
+    }
+
+    pub(crate) fn invalidate(&self, org_id: &str) {
+        let mut orgs = self.orgs.lock().unwrap_or_else(|p| p.into_inner());
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        orgs.remove(org_id);
+    }
+
+    fn reset(&self, trusted: bool) {
+        let mut orgs = self.orgs.lock().unwrap_or_else(|p| p.into_inner());
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.trusted.store(trusted, Ordering::Release);
+        orgs.clear();
+    }
+}
+
+/// Listens for other nodes' data source writes on PostgreSQL until the cache is dropped.
+pub(crate) fn spawn_listener(url: String, cache: &Arc<DataSourceCache>) {
+    let mut alive = cache.alive.subscribe();
+    let cache = Arc::downgrade(cache);
+    tokio::spawn(async move {
+        loop {
+            let Some(c) = cache.upgrade() else { return };
+            c.reset(false);
+            drop(c);
+            let mut listener = match sqlx::postgres::PgListener::connect(&url).await {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::warn!(error = %e, "data source change listener cannot connect; cache bypassed");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
+            if let Err(e) = listener.listen(CHANNEL).await {
+                tracing::warn!(error = %e, "data source change listener cannot LISTEN; cache bypassed");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+            // Subscribed: from now on every write is heard, so an empty cache may be trusted.
+            match cache.upgrade() {
+                Some(c) => c.reset(true),
+                None => return,
+            }
+            loop {
+                let received = tokio::select! {
+                    r = listener.try_recv() => r,
+                    _ = alive.changed() => return,
+                };
+                match received {
+                    Ok(Some(n)) => match cache.upgrade() {
+                        Some(c) => c.invalidate(n.payload()),
+                        None => return,
+                    },
+                    // Connection lost (None) or broken (Err): notifications may have been missed.
+                    Ok(None) | Err(_) => break,
+                }
+            }
+            tracing::warn!("data source change listener lost its connection; reconnecting");
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_that_raced_an_invalidation_is_not_stored() {
+        let cache = DataSourceCache::new(true);
+        let generation = cache.get("o").unwrap_err();
+        cache.invalidate("o");
+        cache.put("o", generation, Arc::new(Vec::new()));
+        let generation = cache.get("o").unwrap_err();
+        cache.put("o", generation, Arc::new(Vec::new()));
+        assert!(cache.get("o").is_ok());
+        cache.reset(false);
+        assert!(cache.get("o").is_err(), "an untrusted cache is bypassed");
+    }
+}
