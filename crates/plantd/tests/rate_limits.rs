@@ -41,3 +41,89 @@ async fn a_trial_key_gets_429_after_60_requests_a_minute() {
         .expect(429);
     assert_eq!(r.code(), "rate_limited");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_organization_aggregate_binds_across_keys() {
+    let mut config = plantd_api::ApiConfig::default();
+    config.limits.org_aggregate_multiplier = 1;
+    let app = plantd_test_support::spawn_app_with(config).await;
+    let (org_id, first) = app.other_org("Starter Co", Tier::Starter).await;
+    let (_, second) = plantd_api::operator::create_key(
+        &app.store,
+        Some(&org_id),
+        "second",
+        &[plantd_model::Scope::Admin],
+        None,
+    )
+    .await
+    .unwrap();
+    let secs_into_minute = plantd_model::Timestamp::now().unix_seconds() % 60;
+    if secs_into_minute > 40 {
+        tokio::time::sleep(std::time::Duration::from_secs(
+            (61 - secs_into_minute) as u64,
+        ))
+        .await;
+    }
+    // Starter: 300 per key per minute; with a multiplier of 1 the organization also gets 300.
+    for i in 0..300 {
+        let key = if i % 2 == 0 { &first } else { &second };
+        app.get("/organizations/current", key).await.expect(200);
+    }
+    let r = app.get("/organizations/current", &second).await.expect(429);
+    assert!(
+        r.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("organization limit of 300 per minute"),
+        "{}",
+        r.text
+    );
+    app.get("/organizations/current", &app.admin_key)
+        .await
+        .expect(200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoint_limits_apply_per_key() {
+    let app = spawn_app().await;
+    let k = app.admin_key.as_str();
+    // SPEC 8.5: POST /organizations/*/members/invite, 50 per day.
+    for i in 0..50 {
+        app.post(
+            "/organizations/current/members/invite",
+            k,
+            serde_json::json!({"email": format!("p{i}@example.com")}),
+        )
+        .await
+        .expect(201);
+    }
+    let r = app
+        .post(
+            "/organizations/current/members/invite",
+            k,
+            serde_json::json!({"email": "late@example.com"}),
+        )
+        .await
+        .expect(429);
+    assert!(
+        r.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("endpoint limit of 50 per day"),
+        "{}",
+        r.text
+    );
+    assert_eq!(r.header("x-ratelimit-window"), Some("86400"));
+    // Other endpoints of the same key are not affected.
+    app.get("/organizations/current/members", k)
+        .await
+        .expect(200);
+    let other = app.key(&[plantd_model::Scope::Admin]).await;
+    app.post(
+        "/organizations/current/members/invite",
+        &other,
+        serde_json::json!({"email": "late@example.com"}),
+    )
+    .await
+    .expect(201);
+}

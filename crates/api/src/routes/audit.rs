@@ -249,12 +249,21 @@ const CSV_COLUMNS: [&str; 18] = [
     "request_id",
 ];
 
+/// A client-controlled text as a CSV cell that spreadsheets will not run as a formula.
+fn csv_cell(text: &str) -> String {
+    if text.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        format!("'{text}")
+    } else {
+        text.to_string()
+    }
+}
+
 fn to_csv(records: &[AuditRecord]) -> ApiResult<Vec<u8>> {
     let mut w = csv::Writer::from_writer(Vec::new());
     let internal = |e: csv::Error| ApiError::Internal(e.to_string());
     w.write_record(CSV_COLUMNS).map_err(internal)?;
     for r in records {
-        let o = |v: &Option<String>| v.clone().unwrap_or_default();
+        let o = |v: &Option<String>| csv_cell(v.as_deref().unwrap_or_default());
         w.write_record([
             r.id.clone(),
             r.timestamp.to_rfc3339(),
@@ -279,4 +288,14 @@ fn to_csv(records: &[AuditRecord]) -> ApiResult<Vec<u8>> {
     }
     w.into_inner()
         .map_err(|e| ApiError::Internal(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn formula_cells_are_neutralised() {
+        assert_eq!(super::csv_cell("=HYPERLINK(\"x\")"), "'=HYPERLINK(\"x\")");
+        assert_eq!(super::csv_cell("curl/8.0"), "curl/8.0");
+        assert_eq!(super::csv_cell(""), "");
+    }
 }
