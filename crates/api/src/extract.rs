@@ -46,11 +46,49 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         // Every body of this API is an object; serde would otherwise read an array as a struct.
         return Err(ApiError::validation("body", "must be a JSON object"));
     }
+    if let Some(field) = nul_path(&value, "") {
+        return Err(ApiError::validation(field, NUL_MESSAGE));
+    }
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
         ApiError::Validation(vec![field_error(&path, &inner)])
     })
+}
+
+const NUL_MESSAGE: &str = "must not contain the NUL character (U+0000)";
+
+/// The path of the first string (or key) holding U+0000: never meaningful here, and refused by
+/// PostgreSQL, so it is refused at the door.
+fn nul_path(value: &serde_json::Value, path: &str) -> Option<String> {
+    use serde_json::Value;
+    let here = || {
+        if path.is_empty() {
+            "body".to_string()
+        } else {
+            path.to_string()
+        }
+    };
+    match value {
+        Value::String(s) if s.contains('\0') => Some(here()),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, v)| nul_path(v, &format!("{path}[{i}]"))),
+        Value::Object(map) => map.iter().find_map(|(k, v)| {
+            let p = if path.is_empty() {
+                k.clone()
+            } else {
+                format!("{path}.{k}")
+            };
+            if k.contains('\0') {
+                Some(p)
+            } else {
+                nul_path(v, &p)
+            }
+        }),
+        _ => None,
+    }
 }
 
 /// Turns serde's message and path into a field error; a missing field is named by itself rather
@@ -106,6 +144,11 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ValidQuery<T> 
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
         let query = parts.uri.query().unwrap_or_default();
+        if let Some((name, _)) =
+            form_urlencoded_parse(query).find(|(k, v)| k.contains('\0') || v.contains('\0'))
+        {
+            return Err(ApiError::validation(name.replace('\0', ""), NUL_MESSAGE));
+        }
         let de = serde_urlencoded::Deserializer::new(form_urlencoded_parse(query));
         serde_path_to_error::deserialize(de)
             .map(ValidQuery)
@@ -174,6 +217,11 @@ mod tests {
         assert_eq!(err(r#"{"name": "a""#).0, "body");
         assert_eq!(err("").0, "body");
         assert_eq!(err("[1]").0, "body");
+        assert_eq!(err(r#"{"name": "a\u0000b", "kind": "modbus"}"#).0, "name");
+        assert_eq!(
+            err(r#"{"name": "a", "kind": "modbus", "inner": {"tags": ["ok", "\u0000"]}}"#).0,
+            "inner.tags[1]"
+        );
         assert_eq!(err(r#"["a", "modbus", null]"#).0, "body");
     }
 }

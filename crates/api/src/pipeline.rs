@@ -17,6 +17,9 @@ use crate::policy::{self, Access, RoutePolicy};
 use crate::rate_limit::{Bucket, Decision, WindowState, windows};
 use crate::state::{AppState, Caller};
 
+/// Path ids longer than this cannot exist (ids are 36-character UUIDs; the margin is generous).
+const MAX_ID_LEN: usize = 200;
+
 /// The id of a resource a handler created or changed, for the audit record.
 #[derive(Clone, Debug)]
 pub struct AuditResource(pub String);
@@ -52,8 +55,16 @@ pub async fn pipeline(State(state): State<AppState>, mut req: Request, next: Nex
         return ApiError::Internal(format!("route {method} {route} has no policy")).into_response();
     };
 
-    let (caller, rate_state, refusal) =
+    let (caller, rate_state, mut refusal) =
         admit(&state, policy, req.headers(), client_ip.as_deref(), now).await;
+    if refusal.is_none()
+        && path_id
+            .as_deref()
+            .is_some_and(|id| id.contains('\0') || id.len() > MAX_ID_LEN)
+    {
+        // No stored id looks like this (and PostgreSQL refuses NUL in text): plainly not found.
+        refusal = Some(ApiError::NotFound("resource not found".into()));
+    }
     let mut response = match refusal {
         Some(err) => err.into_response(),
         None => {
@@ -74,7 +85,15 @@ pub async fn pipeline(State(state): State<AppState>, mut req: Request, next: Nex
             .extensions()
             .get::<AuditResource>()
             .map(|r| r.0.clone())
-            .or(path_id);
+            // What the client typed, made storable: the record must not be lost to a NUL.
+            .or_else(|| {
+                path_id.map(|id| {
+                    id.replace('\0', "\u{FFFD}")
+                        .chars()
+                        .take(MAX_ID_LEN)
+                        .collect()
+                })
+            });
         let error_code = response
             .extensions()
             .get::<ErrorCode>()

@@ -438,3 +438,17 @@ async fn every_mutation_is_audited_and_searchable() {
         "format"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_with_an_unstorable_id_is_still_audited() {
+    let app = spawn_app().await;
+    let k = app.admin_key.as_str();
+    app.delete("/data-sources/a%00b", k).await.expect(404);
+    let logs = app
+        .get("/audit/logs?event_types=data_source.delete", k)
+        .await
+        .expect(200);
+    assert_eq!(logs.json["meta"]["total"], 1, "{}", logs.text);
+    assert_eq!(logs.json["data"][0]["resource_id"], "a\u{FFFD}b");
+    assert_eq!(logs.json["data"][0]["status_code"], 404);
+}
