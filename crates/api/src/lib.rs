@@ -33,7 +33,8 @@ pub async fn serve(
     let state = AppState::new(store, config);
     let app = router::build(state.clone());
     let (stop_workers, workers_stopped) = tokio::sync::watch::channel(false);
-    let flusher = tokio::spawn(usage_flusher(state.clone(), workers_stopped));
+    let flusher = tokio::spawn(usage_flusher(state.clone(), workers_stopped.clone()));
+    let retention = tokio::spawn(retention_worker(state.clone(), workers_stopped));
     let result = axum::serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),
@@ -42,6 +43,7 @@ pub async fn serve(
     .await;
     let _ = stop_workers.send(true);
     let _ = flusher.await;
+    let _ = retention.await;
     if let Err(e) = state.usage.flush(&state.store).await {
         tracing::error!(error = %e, "could not write the last usage counts");
     }
@@ -70,5 +72,38 @@ async fn usage_flusher(state: AppState, mut stop: tokio::sync::watch::Receiver<b
         }
         state.workers.report(USAGE_WORKER, result);
         state.limiter.prune(Timestamp::now().unix_seconds());
+    }
+}
+
+const RETENTION_WORKER: &str = "telemetry_retention";
+
+/// Deletes telemetry past each level's retention, at start and then every interval.
+async fn retention_worker(state: AppState, mut stop: tokio::sync::watch::Receiver<bool>) {
+    state.workers.register(RETENTION_WORKER);
+    let mut tick = tokio::time::interval(state.config.retention_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.changed() => return,
+        }
+        let result = state.tsdb.enforce_retention(Timestamp::now()).await;
+        match &result {
+            Ok(r) if r.raw_deleted + r.rollups_deleted > 0 => {
+                tracing::info!(
+                    raw = r.raw_deleted,
+                    rollups = r.rollups_deleted,
+                    "telemetry retention applied"
+                )
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "telemetry retention failed; retrying at the next interval")
+            }
+        }
+        state.workers.report(
+            RETENTION_WORKER,
+            result.map(|_| ()).map_err(|e| e.to_string()),
+        );
     }
 }

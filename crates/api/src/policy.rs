@@ -64,6 +64,8 @@ const fn limited(mut p: RoutePolicy, limit: u64, window_secs: i64) -> RoutePolic
 use Access::{AnyKey, Public};
 const READ_ASSETS: Access = Access::Scope(Scope::ReadAssets);
 const WRITE_ASSETS: Access = Access::Scope(Scope::WriteAssets);
+const READ_TELEMETRY: Access = Access::Scope(Scope::ReadTelemetry);
+const WRITE_TELEMETRY: Access = Access::Scope(Scope::WriteTelemetry);
 const ADMIN: Access = Access::Scope(Scope::Admin);
 const DAY: i64 = 86_400;
 
@@ -141,6 +143,39 @@ pub static ROUTES: &[RoutePolicy] = &[
         "data_sources",
         "data_source.test",
         "data_source",
+    ),
+    // Telemetry (SPEC 8.5 endpoint limits)
+    limited(
+        route(
+            "POST",
+            "/v1/telemetry",
+            WRITE_TELEMETRY,
+            "telemetry",
+            "telemetry.ingest",
+            "telemetry",
+        ),
+        1000,
+        60,
+    ),
+    limited(
+        route(
+            "GET",
+            "/v1/telemetry",
+            READ_TELEMETRY,
+            "telemetry",
+            "telemetry.query",
+            "telemetry",
+        ),
+        100,
+        60,
+    ),
+    route(
+        "GET",
+        "/v1/telemetry/latest",
+        READ_TELEMETRY,
+        "telemetry",
+        "telemetry.latest",
+        "telemetry",
     ),
     // API keys
     route(

@@ -11,7 +11,7 @@ use utoipa_axum::routes;
 
 use crate::error::ApiError;
 use crate::pipeline::{anonymous_admit, pipeline, set_rate_headers};
-use crate::routes::{api_keys, audit, data_sources, orgs, system, users};
+use crate::routes::{api_keys, audit, data_sources, orgs, system, telemetry, users};
 use crate::state::AppState;
 
 /// The largest request body accepted (1 MiB); larger bodies are a `validation_error`.
@@ -33,6 +33,12 @@ fn v1_routes() -> OpenApiRouter<AppState> {
             data_sources::delete_data_source
         ))
         .routes(routes!(data_sources::test_data_source))
+        .merge(
+            OpenApiRouter::new()
+                .routes(routes!(telemetry::ingest, telemetry::query))
+                .layer(DefaultBodyLimit::max(telemetry::MAX_INGEST_BODY)),
+        )
+        .routes(routes!(telemetry::latest))
         .routes(routes!(api_keys::list_api_keys, api_keys::create_api_key))
         .routes(routes!(api_keys::revoke_api_key))
         .routes(routes!(api_keys::rotate_api_key))

@@ -22,6 +22,10 @@ pub struct ApiConfig {
     pub key_cache_ttl: Duration,
     /// How often request counts are written to the database.
     pub usage_flush_interval: Duration,
+    /// Telemetry retention per level.
+    pub retention: plantd_tsdb::Retention,
+    /// How often the retention job runs.
+    pub retention_interval: Duration,
 }
 
 impl Default for ApiConfig {
@@ -31,6 +35,8 @@ impl Default for ApiConfig {
             anonymous_per_minute: 300,
             key_cache_ttl: Duration::from_secs(10),
             usage_flush_interval: Duration::from_secs(5),
+            retention: plantd_tsdb::Retention::default(),
+            retention_interval: Duration::from_secs(3600),
         }
     }
 }
@@ -50,6 +56,7 @@ pub struct AppState(pub Arc<Inner>);
 
 pub struct Inner {
     pub store: Store,
+    pub tsdb: plantd_tsdb::Tsdb,
     pub config: ApiConfig,
     pub limiter: RateLimiter,
     pub keys: KeyCache,
@@ -69,6 +76,7 @@ impl std::ops::Deref for AppState {
 impl AppState {
     pub fn new(store: Store, config: ApiConfig) -> Self {
         Self(Arc::new(Inner {
+            tsdb: plantd_tsdb::Tsdb::new(store.clone(), config.retention),
             store,
             config,
             limiter: RateLimiter::new(),

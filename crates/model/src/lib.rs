@@ -6,6 +6,7 @@ pub mod data_source;
 pub mod org;
 pub mod page;
 pub mod scope;
+pub mod telemetry;
 pub mod tier;
 pub mod timestamp;
 pub mod validation;

@@ -21,6 +21,15 @@ pub struct FileConfig {
     pub limits: Option<LimitPolicy>,
     /// Requests per minute per client address without valid credentials.
     pub anonymous_requests_per_minute: Option<u64>,
+    pub telemetry: Option<TelemetryConfig>,
+}
+
+/// `[telemetry]`: retention per level and how often it is enforced.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetryConfig {
+    pub retention: Option<plantd_tsdb::Retention>,
+    pub retention_interval_secs: Option<u64>,
 }
 
 impl FileConfig {
@@ -94,6 +103,14 @@ impl ServeConfig {
             Err(_) => bail!("--listen '{listen_text}' is not an address such as 127.0.0.1:8000"),
         };
         let defaults = plantd_api::ApiConfig::default();
+        let telemetry = file.telemetry.unwrap_or_default();
+        let retention = telemetry.retention.unwrap_or_default();
+        retention.check().map_err(anyhow::Error::msg)?;
+        let retention_interval = match telemetry.retention_interval_secs {
+            Some(0) => bail!("telemetry.retention_interval_secs must be at least 1"),
+            Some(s) => Duration::from_secs(s),
+            None => defaults.retention_interval,
+        };
         let api = plantd_api::ApiConfig {
             limits: file.limits.unwrap_or_default(),
             anonymous_per_minute: file
@@ -101,6 +118,8 @@ impl ServeConfig {
                 .unwrap_or(defaults.anonymous_per_minute),
             key_cache_ttl: defaults.key_cache_ttl,
             usage_flush_interval: Duration::from_secs(5),
+            retention,
+            retention_interval,
         };
         Ok(Self {
             listen,
@@ -129,11 +148,16 @@ mod tests {
         let flag = ServeConfig::resolve(
             FileConfig::default(),
             Some("127.0.0.1:7000".into()),
-            storage,
+            storage.clone(),
         )
         .unwrap();
         assert_eq!(flag.listen.port(), 7000);
         assert!(toml::from_str::<FileConfig>("lisen = 1").is_err());
+        let bad: FileConfig = toml::from_str("[telemetry.retention]\nraw_days = 40\n").unwrap();
+        let e = ServeConfig::resolve(bad, None, storage.clone())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("raw_days < minute_days"), "{e}");
         let typo = StorageConfig::resolve(
             &FileConfig::default(),
             Some(dir.clone()),

@@ -10,11 +10,18 @@ struct Migration {
     postgres: &'static str,
 }
 
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    sqlite: include_str!("../migrations/sqlite/0001_foundation.sql"),
-    postgres: include_str!("../migrations/postgres/0001_foundation.sql"),
-}];
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        sqlite: include_str!("../migrations/sqlite/0001_foundation.sql"),
+        postgres: include_str!("../migrations/postgres/0001_foundation.sql"),
+    },
+    Migration {
+        version: 2,
+        sqlite: include_str!("../migrations/sqlite/0002_telemetry.sql"),
+        postgres: include_str!("../migrations/postgres/0002_telemetry.sql"),
+    },
+];
 
 pub(crate) async fn run(store: &Store) -> Result<()> {
     sqlx::raw_sql(

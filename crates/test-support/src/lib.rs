@@ -63,6 +63,13 @@ pub async fn spawn_app() -> TestApp {
 }
 
 pub async fn spawn_app_with(config: ApiConfig) -> TestApp {
+    // PLANTD_TEST_LOG=debug shows the server's log in test output.
+    if let Ok(filter) = std::env::var("PLANTD_TEST_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_test_writer()
+            .try_init();
+    }
     let (database_url, temp_dir) = fresh_database().await;
     let store = Store::connect(&database_url)
         .await

@@ -5,6 +5,7 @@ pub mod audit;
 pub mod data_sources;
 pub mod orgs;
 pub mod system;
+pub mod telemetry;
 pub mod users;
 
 use plantd_model::page::{Page, PageQuery};

@@ -1,0 +1,294 @@
+//! Telemetry (SPEC 2.3, 4.2, 8.3): ingest, raw and aggregated queries, latest values.
+
+use axum::extract::State;
+use axum::response::Response;
+use plantd_model::page::PageQuery;
+use plantd_model::telemetry::{Aggregation, Interval, Quality, check_name, validate_points};
+use plantd_model::{FieldError, Timestamp};
+use plantd_tsdb::{AggregatedRow, RawRow, TelemetryFilter};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::HashSet;
+
+use crate::envelope::{Data, List, list, ok};
+use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::extract::{ValidJson, ValidQuery};
+use crate::rate_limit::{Bucket, Decision, Window};
+use crate::routes::page_of;
+use crate::state::{AppState, Caller};
+
+/// The largest ingest body (10,000 points with long names fit).
+pub const MAX_INGEST_BODY: usize = 16 * 1024 * 1024;
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IngestBody {
+    /// 1 to 10,000 points.
+    #[schema(value_type = Vec<IngestPoint>)]
+    pub data: Vec<Value>,
+    /// Links every point's asset to this data source (a point's own `data_source_id` wins).
+    pub data_source_id: Option<String>,
+}
+
+/// One point as sent (documentation of the `data` items).
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct IngestPoint {
+    /// 1..128 characters, no control characters or commas.
+    asset_id: String,
+    tag_name: String,
+    /// A finite number.
+    value: f64,
+    timestamp: Timestamp,
+    /// An existing data source of the caller's organization.
+    data_source_id: Option<String>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct IngestResult {
+    /// Points stored (durably) by this request.
+    pub accepted: usize,
+}
+
+/// Store a batch of points, all or none. A point with the same asset, tag and timestamp as a
+/// stored one replaces it.
+#[utoipa::path(post, path = "/telemetry", tag = "telemetry", security(("api_key" = [])), request_body = IngestBody,
+    responses((status = 200, body = Data<IngestResult>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 429, body = ErrorBody)))]
+pub async fn ingest(
+    State(state): State<AppState>,
+    caller: Caller,
+    ValidJson(body): ValidJson<IngestBody>,
+) -> ApiResult<Response> {
+    let now = Timestamp::now();
+    let oldest = state.tsdb.retention().oldest_accepted(now);
+    let points = validate_points(&body.data, body.data_source_id.as_deref(), now, oldest)
+        .map_err(ApiError::Validation)?;
+    // Every named data source must be one of the caller's organization.
+    let known: HashSet<String> = state
+        .store
+        .org_data_sources(&caller.org_id)
+        .await?
+        .iter()
+        .map(|d| d.id.clone())
+        .collect();
+    let mut errors = Vec::new();
+    if let Some(ds) = &body.data_source_id
+        && !known.contains(ds)
+    {
+        errors.push(FieldError::new(
+            "data_source_id",
+            "is not a data source of this organization",
+        ));
+    }
+    for (i, item) in body.data.iter().enumerate() {
+        if let Some(ds) = item.get("data_source_id").and_then(Value::as_str)
+            && !known.contains(ds)
+            && errors.len() < plantd_model::telemetry::MAX_DETAILS
+        {
+            errors.push(FieldError::new(
+                format!("data[{i}].data_source_id"),
+                "is not a data source of this organization",
+            ));
+        }
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::Validation(errors));
+    }
+    admit_points(&state, &caller, points.len() as u64, now)?;
+    let accepted = state
+        .tsdb
+        .ingest(&caller.org_id, &points)
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok(ok(IngestResult { accepted }))
+}
+
+/// The tier's ingestion limits (SPEC 8.3), counted in points per organization.
+fn admit_points(state: &AppState, caller: &Caller, n: u64, now: Timestamp) -> ApiResult<()> {
+    let limits = state.config.limits.telemetry(caller.tier);
+    let windows: Vec<Window> = [
+        (limits.points_per_minute, 60),
+        (limits.points_per_hour, 3_600),
+    ]
+    .into_iter()
+    .filter_map(|(l, w)| {
+        l.map(|limit| Window {
+            limit,
+            window_secs: w,
+        })
+    })
+    .collect();
+    let bucket = Bucket {
+        name: format!("points:{}", caller.org_id),
+        label: "telemetry ingestion",
+        windows,
+    };
+    match state.limiter.check_n(&[bucket], n, now.unix_seconds()) {
+        Decision::Allowed(_) => Ok(()),
+        Decision::Refused {
+            retry_after, scope, ..
+        } => Err(ApiError::RateLimited {
+            message: format!(
+                "rate limit exceeded: {scope} points; this batch has {n} points; retry in {retry_after} s"
+            ),
+            retry_after,
+        }),
+    }
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct TelemetryQuery {
+    pub data_source_id: Option<String>,
+    pub asset_id: Option<String>,
+    pub tag_name: Option<String>,
+    /// Inclusive start (RFC 3339); default: one hour before `end`.
+    pub start: Option<String>,
+    /// Exclusive end (RFC 3339); default: now.
+    pub end: Option<String>,
+    /// avg, min, max, sum or count. Without `interval`: one row per series for the whole range.
+    #[param(inline)]
+    pub aggregation: Option<Aggregation>,
+    /// 1m, 5m, 1h or 1d buckets aligned to UTC. Without `aggregation`: avg.
+    #[param(inline)]
+    pub interval: Option<Interval>,
+    #[serde(default, deserialize_with = "plantd_model::page::opt_i64")]
+    pub page: Option<i64>,
+    #[serde(default, deserialize_with = "plantd_model::page::opt_i64")]
+    pub per_page: Option<i64>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+pub enum TelemetryRow {
+    Raw(RawRow),
+    Aggregated(AggregatedRow),
+}
+
+/// Points (raw, with quality) or aggregates (per series and bucket, with the count of points),
+/// ordered by time, then asset and tag.
+#[utoipa::path(get, path = "/telemetry", tag = "telemetry", security(("api_key" = [])), params(TelemetryQuery),
+    responses((status = 200, body = List<TelemetryRow>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 429, body = ErrorBody)))]
+pub async fn query(
+    State(state): State<AppState>,
+    caller: Caller,
+    ValidQuery(q): ValidQuery<TelemetryQuery>,
+) -> ApiResult<Response> {
+    let page = page_of(PageQuery {
+        page: q.page,
+        per_page: q.per_page,
+    })?;
+    let mut errors = Vec::new();
+    let mut time = |field: &str, text: &Option<String>| {
+        text.as_deref()
+            .filter(|t| !t.trim().is_empty())
+            .and_then(|t| {
+                Timestamp::parse(t)
+                    .map_err(|m| errors.push(FieldError::new(field, m)))
+                    .ok()
+            })
+    };
+    let end = time("end", &q.end);
+    let start = time("start", &q.start);
+    for (field, v) in [("asset_id", &q.asset_id), ("tag_name", &q.tag_name)] {
+        if let Some(v) = v
+            && let Err(m) = check_name(v)
+        {
+            errors.push(FieldError::new(field, m));
+        }
+    }
+    let end = end.unwrap_or_else(Timestamp::now);
+    let start = start.unwrap_or_else(|| Timestamp::from_millis(end.millis() - 3_600_000));
+    if start >= end {
+        errors.push(FieldError::new("end", "must be after start"));
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::Validation(errors));
+    }
+    let filter = TelemetryFilter {
+        data_source_id: q.data_source_id,
+        asset_id: q.asset_id,
+        tag_name: q.tag_name,
+        start,
+        end,
+    };
+    let internal = |e: plantd_tsdb::TsdbError| ApiError::Internal(e.to_string());
+    if q.aggregation.is_none() && q.interval.is_none() {
+        let paged = state
+            .tsdb
+            .query_raw(&caller.org_id, &filter, page)
+            .await
+            .map_err(internal)?;
+        return Ok(list(page, paged, TelemetryRow::Raw));
+    }
+    let agg = q.aggregation.unwrap_or(Aggregation::Avg);
+    let paged = state
+        .tsdb
+        .query_aggregated(
+            &caller.org_id,
+            &filter,
+            agg,
+            q.interval.map(Interval::millis),
+            page,
+        )
+        .await
+        .map_err(internal)?;
+    Ok(list(page, paged, TelemetryRow::Aggregated))
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct LatestQuery {
+    /// Required.
+    pub asset_id: Option<String>,
+    /// Comma-separated tag names; all tags when absent.
+    pub tags: Option<String>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct LatestRow {
+    pub asset_id: String,
+    pub tag_name: String,
+    pub value: f64,
+    pub timestamp: Timestamp,
+    pub quality: Quality,
+}
+
+/// The latest value of each tag of an asset (of the listed tags when `tags` is given), by tag
+/// name. An asset without data gives an empty list.
+#[utoipa::path(get, path = "/telemetry/latest", tag = "telemetry", security(("api_key" = [])), params(LatestQuery),
+    responses((status = 200, body = Data<Vec<LatestRow>>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+pub async fn latest(
+    State(state): State<AppState>,
+    caller: Caller,
+    ValidQuery(q): ValidQuery<LatestQuery>,
+) -> ApiResult<Response> {
+    let asset_id = q
+        .asset_id
+        .filter(|a| !a.trim().is_empty())
+        .ok_or_else(|| ApiError::validation("asset_id", "is required"))?;
+    check_name(&asset_id).map_err(|m| ApiError::validation("asset_id", m))?;
+    let tags: Option<Vec<String>> = q.tags.map(|t| {
+        t.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect()
+    });
+    let values = state
+        .tsdb
+        .latest(&caller.org_id, &asset_id, tags.as_deref())
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let rows: Vec<LatestRow> = values
+        .into_iter()
+        .map(|v| LatestRow {
+            asset_id: asset_id.clone(),
+            tag_name: v.tag_name,
+            value: v.value,
+            timestamp: v.timestamp,
+            quality: v.quality,
+        })
+        .collect();
+    Ok(ok(rows))
+}

@@ -1,0 +1,595 @@
+//! Telemetry over HTTP: ingest validation and atomicity, replacement, raw and aggregated queries
+//! (exact against the raw points, under late, out-of-order and replaced points), latest values,
+//! tier and endpoint limits, scopes; retention at the storage level.
+
+use plantd_model::{Scope, Tier, Timestamp};
+use plantd_test_support::{TestApp, spawn_app};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+const HOUR: i64 = 3_600_000;
+
+fn ts(ms: i64) -> String {
+    Timestamp::from_millis(ms).to_rfc3339()
+}
+
+/// An hour boundary two days ago: inside the raw retention, with whole days around it.
+fn base() -> i64 {
+    let now = Timestamp::now().millis();
+    (now - 2 * 86_400_000).div_euclid(HOUR) * HOUR
+}
+
+fn point(asset: &str, tag: &str, value: f64, at: i64) -> Value {
+    json!({"asset_id": asset, "tag_name": tag, "value": value, "timestamp": ts(at)})
+}
+
+async fn ingest(app: &TestApp, key: &str, points: Vec<Value>) -> usize {
+    let r = app
+        .post("/telemetry", key, json!({"data": points}))
+        .await
+        .expect(200);
+    r.json["data"]["accepted"].as_u64().unwrap() as usize
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ingest_replace_and_raw_query() {
+    let app = spawn_app().await;
+    let k = app.admin_key.as_str();
+    let b = base();
+    let n = ingest(
+        &app,
+        k,
+        vec![
+            point("Pump_01", "Flow", 10.0, b + 2000),
+            point("Pump_01", "Flow", 11.0, b),
+            point("Pump_01", "Speed", 1450.0, b + 1000),
+        ],
+    )
+    .await;
+    assert_eq!(n, 3);
+    // Same asset, tag and timestamp: replaces (documented), within a batch the last one wins.
+    let n = ingest(
+        &app,
+        k,
+        vec![
+            point("Pump_01", "Flow", 99.0, b),
+            point("Pump_01", "Flow", 12.5, b),
+        ],
+    )
+    .await;
+    assert_eq!(n, 1);
+    let q = format!(
+        "/telemetry?asset_id=Pump_01&start={}&end={}",
+        ts(b),
+        ts(b + HOUR)
+    );
+    let r = app.get(&q.replace('+', "%2B"), k).await.expect(200);
+    assert_eq!(r.json["meta"]["total"], 3);
+    let rows = r.json["data"].as_array().unwrap();
+    let seen: Vec<_> = rows
+        .iter()
+        .map(|p| {
+            (
+                p["timestamp"].as_str().unwrap().to_string(),
+                p["tag_name"].as_str().unwrap().to_string(),
+                p["value"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            (ts(b), "Flow".into(), 12.5),
+            (ts(b + 1000), "Speed".into(), 1450.0),
+            (ts(b + 2000), "Flow".into(), 10.0)
+        ]
+    );
+    assert!(
+        rows.iter()
+            .all(|p| p["quality"] == "good" && p["asset_id"] == "Pump_01")
+    );
+    // Pagination and the tag filter.
+    let r = app
+        .get(
+            &format!(
+                "/telemetry?asset_id=Pump_01&tag_name=Flow&start={}&end={}&per_page=1&page=2",
+                ts(b),
+                ts(b + HOUR)
+            ),
+            k,
+        )
+        .await
+        .expect(200);
+    assert_eq!(r.json["meta"]["total"], 2);
+    assert_eq!(r.json["data"][0]["value"], 10.0);
+    // Default range: the last hour, which holds none of these points.
+    assert_eq!(
+        app.get("/telemetry?asset_id=Pump_01", k)
+            .await
+            .expect(200)
+            .json["meta"]["total"],
+        0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_is_atomic_and_names_each_bad_point() {
+    let app = spawn_app().await;
+    let k = app.admin_key.as_str();
+    let b = base();
+    let mut points: Vec<Value> = (0..5)
+        .map(|i| point("A", "T", i as f64, b + i * 1000))
+        .collect();
+    points[3]["value"] = json!("high");
+    points[4]["timestamp"] = json!("2001-01-01T00:00:00Z");
+    let r = app
+        .post("/telemetry", k, json!({"data": points}))
+        .await
+        .expect(400);
+    assert_eq!(r.code(), "validation_error");
+    let fields: Vec<_> = r.json["error"]["details"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["field"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(fields, ["data[3].value", "data[4].timestamp"]);
+    let q = format!("/telemetry?asset_id=A&start={}&end={}", ts(b), ts(b + HOUR));
+    assert_eq!(
+        app.get(&q, k).await.expect(200).json["meta"]["total"],
+        0,
+        "nothing of a refused batch is stored"
+    );
+    for (body, field) in [
+        (json!({"data": []}), "data"),
+        (
+            json!({"data": [point("", "T", 1.0, b)]}),
+            "data[0].asset_id",
+        ),
+        (
+            json!({"data": [point("A", "a,b", 1.0, b)]}),
+            "data[0].tag_name",
+        ),
+        (
+            json!({"data": [{"asset_id": "A", "tag_name": "T", "timestamp": ts(b)}]}),
+            "data[0].value",
+        ),
+        (
+            json!({"data": [point("A", "T", 1.0, Timestamp::now().millis() + 3 * 86_400_000)]}),
+            "data[0].timestamp",
+        ),
+        (
+            json!({"data": [point("A", "T", 1.0, b)], "data_source_id": "nope"}),
+            "data_source_id",
+        ),
+        (
+            json!({"data": [{"asset_id": "A", "tag_name": "T", "value": 1, "timestamp": ts(b), "data_source_id": "nope"}]}),
+            "data[0].data_source_id",
+        ),
+        (json!({"points": []}), "points"),
+    ] {
+        let r = app.post("/telemetry", k, body.clone()).await.expect(400);
+        assert!(
+            r.json["error"]["details"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|d| d["field"] == field),
+            "{body}: {}",
+            r.text
+        );
+    }
+    let too_many: Vec<Value> = (0..10_001).map(|i| point("A", "T", 1.0, b + i)).collect();
+    assert_eq!(
+        app.post("/telemetry", k, json!({"data": too_many}))
+            .await
+            .expect(400)
+            .json["error"]["details"][0]["field"],
+        "data"
+    );
+    // A data source links its assets; queries filter by it.
+    let ds = app
+        .post(
+            "/data-sources",
+            k,
+            json!({"name": "PLC", "type": "modbus", "config": {"host": "h"}}),
+        )
+        .await
+        .expect(201);
+    let ds_id = ds.json["data"]["id"].as_str().unwrap();
+    app.post(
+        "/telemetry",
+        k,
+        json!({"data_source_id": ds_id, "data": [point("Linked", "T", 1.0, b)]}),
+    )
+    .await
+    .expect(200);
+    ingest(&app, k, vec![point("Unlinked", "T", 2.0, b)]).await;
+    let r = app
+        .get(
+            &format!(
+                "/telemetry?data_source_id={ds_id}&start={}&end={}",
+                ts(b),
+                ts(b + HOUR)
+            ),
+            k,
+        )
+        .await
+        .expect(200);
+    assert_eq!(r.json["meta"]["total"], 1);
+    assert_eq!(r.json["data"][0]["asset_id"], "Linked");
+}
+
+/// Deterministic values without a random number crate.
+fn value_at(i: i64) -> f64 {
+    ((i * 7919) % 1000) as f64 / 10.0 - 20.0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aggregates_are_exact_under_late_out_of_order_and_replaced_points() {
+    let app = spawn_app().await;
+    let k = app.admin_key.as_str();
+    let b = base() - 24 * HOUR; // a day boundary is crossed below
+    let mut expected: BTreeMap<i64, f64> = BTreeMap::new();
+    // Three hours plus, every 20 s, sent in shuffled batches (later batches carry earlier times).
+    let times: Vec<i64> = (0..600)
+        .map(|i| b + 22 * HOUR + i * 20_000 + (i % 3) * 7)
+        .collect();
+    let mut order: Vec<usize> = (0..times.len()).collect();
+    order.sort_by_key(|&i| (i * 7_919) % times.len());
+    for chunk in order.chunks(97) {
+        let pts: Vec<Value> = chunk
+            .iter()
+            .map(|&i| point("P", "V", value_at(i as i64), times[i]))
+            .collect();
+        for &i in chunk {
+            expected.insert(times[i], value_at(i as i64));
+        }
+        ingest(&app, k, pts).await;
+    }
+    // Replace some points with new values, late.
+    let replaced: Vec<Value> = times
+        .iter()
+        .step_by(13)
+        .map(|&t| point("P", "V", 500.0 + (t % 100) as f64, t))
+        .collect();
+    for p in &replaced {
+        expected.insert(
+            Timestamp::parse(p["timestamp"].as_str().unwrap())
+                .unwrap()
+                .millis(),
+            p["value"].as_f64().unwrap(),
+        );
+    }
+    ingest(&app, k, replaced).await;
+
+    let check = |agg: &str, values: &[f64]| -> f64 {
+        match agg {
+            "avg" => values.iter().sum::<f64>() / values.len() as f64,
+            "min" => values.iter().cloned().fold(f64::INFINITY, f64::min),
+            "max" => values.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
+            "sum" => values.iter().sum(),
+            _ => values.len() as f64,
+        }
+    };
+    let ranges = [
+        (b + 22 * HOUR, b + 26 * HOUR),
+        (
+            b + 22 * HOUR + 30 * 60_000 + 15_000,
+            b + 25 * HOUR + 45 * 60_000 + 500,
+        ), // ragged edges
+        (b, b + 48 * HOUR),
+    ];
+    for (start, end) in ranges {
+        for (interval, width) in [
+            ("1m", 60_000),
+            ("5m", 300_000),
+            ("1h", HOUR),
+            ("1d", 24 * HOUR),
+            ("", 0),
+        ] {
+            for agg in ["avg", "min", "max", "sum", "count"] {
+                let mut buckets: BTreeMap<i64, Vec<f64>> = BTreeMap::new();
+                for (&t, &v) in expected.range(start..end) {
+                    let bucket = if width > 0 {
+                        t.div_euclid(width) * width
+                    } else {
+                        start
+                    };
+                    buckets.entry(bucket).or_default().push(v);
+                }
+                let iv = if interval.is_empty() {
+                    String::new()
+                } else {
+                    format!("&interval={interval}")
+                };
+                let q = format!(
+                    "/telemetry?asset_id=P&aggregation={agg}{iv}&start={}&end={}&per_page=100",
+                    ts(start),
+                    ts(end)
+                );
+                let mut got = Vec::new();
+                let mut page = 1;
+                loop {
+                    let r = app.get(&format!("{q}&page={page}"), k).await.expect(200);
+                    let rows = r.json["data"].as_array().unwrap().clone();
+                    got.extend(rows);
+                    if got.len() as u64 >= r.json["meta"]["total"].as_u64().unwrap() {
+                        break;
+                    }
+                    page += 1;
+                }
+                assert_eq!(got.len(), buckets.len(), "{q}");
+                for (row, (bucket, values)) in got.iter().zip(&buckets) {
+                    assert_eq!(row["timestamp"].as_str().unwrap(), ts(*bucket), "{q}");
+                    assert_eq!(
+                        row["count"].as_u64().unwrap() as usize,
+                        values.len(),
+                        "{q} at {}",
+                        ts(*bucket)
+                    );
+                    let want = check(agg, values);
+                    let have = row["value"].as_f64().unwrap();
+                    assert!(
+                        (have - want).abs() <= 1e-9 * want.abs().max(1.0),
+                        "{q} at {}: {have} != {want}",
+                        ts(*bucket)
+                    );
+                }
+            }
+        }
+    }
+    // Interval without aggregation means avg; bad parameters are refused.
+    let r = app
+        .get(
+            &format!(
+                "/telemetry?asset_id=P&interval=1h&start={}&end={}",
+                ts(b),
+                ts(b + 48 * HOUR)
+            ),
+            k,
+        )
+        .await
+        .expect(200);
+    assert!(r.json["data"][0]["count"].is_u64());
+    for bad in [
+        "aggregation=median",
+        "interval=2h",
+        "start=yesterday",
+        &format!("start={}&end={}", ts(b + HOUR), ts(b)),
+    ] {
+        let r = app.get(&format!("/telemetry?asset_id=P&{bad}"), k).await;
+        assert_eq!(
+            (r.status.as_u16(), r.code()),
+            (400, "validation_error"),
+            "{bad}: {}",
+            r.text
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latest_values_follow_timestamps_not_arrival() {
+    let app = spawn_app().await;
+    let k = app.admin_key.as_str();
+    let b = base();
+    assert_eq!(
+        app.get("/telemetry/latest?asset_id=M1", k)
+            .await
+            .expect(200)
+            .json["data"],
+        json!([])
+    );
+    ingest(
+        &app,
+        k,
+        vec![
+            point("M1", "Temp", 40.0, b + 5000),
+            point("M1", "Speed", 1500.0, b),
+        ],
+    )
+    .await;
+    let r = app
+        .get("/telemetry/latest?asset_id=M1", k)
+        .await
+        .expect(200);
+    assert_eq!(r.json["data"].as_array().unwrap().len(), 2);
+    // An older point arriving later does not change the latest; a newer one does.
+    ingest(&app, k, vec![point("M1", "Temp", 10.0, b + 1000)]).await;
+    ingest(&app, k, vec![point("M1", "Speed", 1600.0, b + 9000)]).await;
+    let r = app
+        .get("/telemetry/latest?asset_id=M1&tags=Temp,Speed", k)
+        .await
+        .expect(200);
+    let rows = r.json["data"].as_array().unwrap();
+    assert_eq!(rows[0]["tag_name"], "Speed");
+    assert_eq!(rows[0]["value"], 1600.0);
+    assert_eq!(rows[1]["tag_name"], "Temp");
+    assert_eq!(rows[1]["value"], 40.0);
+    assert_eq!(rows[1]["timestamp"], ts(b + 5000));
+    assert_eq!(rows[1]["asset_id"], "M1");
+    let only = app
+        .get("/telemetry/latest?asset_id=M1&tags=Temp", k)
+        .await
+        .expect(200);
+    assert_eq!(only.json["data"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        app.get("/telemetry/latest", k).await.expect(400).json["error"]["details"][0]["field"],
+        "asset_id"
+    );
+    assert_eq!(
+        app.get("/telemetry/latest?tags=Temp", k)
+            .await
+            .expect(400)
+            .code(),
+        "validation_error"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scopes_tier_limits_and_endpoint_limits() {
+    let app = spawn_app().await;
+    let b = base();
+    let reader = app.key(&[Scope::ReadTelemetry]).await;
+    let writer = app.key(&[Scope::WriteTelemetry]).await;
+    assert_eq!(
+        app.post(
+            "/telemetry",
+            &reader,
+            json!({"data": [point("A", "T", 1.0, b)]})
+        )
+        .await
+        .expect(403)
+        .code(),
+        "authorization_error"
+    );
+    assert_eq!(
+        app.get("/telemetry?asset_id=A", &writer)
+            .await
+            .expect(403)
+            .code(),
+        "authorization_error"
+    );
+    ingest(&app, &writer, vec![point("A", "T", 1.0, b)]).await;
+
+    // Trial: 1,000 points per minute per organization.
+    let (_, trial) = app.other_org("Trial Plant", Tier::Trial).await;
+    let secs = Timestamp::now().unix_seconds() % 60;
+    if secs > 45 {
+        tokio::time::sleep(std::time::Duration::from_secs((61 - secs) as u64)).await;
+    }
+    let batch: Vec<Value> = (0..1000).map(|i| point("A", "T", 1.0, b + i)).collect();
+    ingest(&app, &trial, batch).await;
+    let r = app
+        .post(
+            "/telemetry",
+            &trial,
+            json!({"data": [point("A", "T", 1.0, b - 1)]}),
+        )
+        .await
+        .expect(429);
+    assert_eq!(r.code(), "rate_limited");
+    assert!(r.json["error"]["retry_after"].as_u64().unwrap() >= 1);
+    assert!(
+        r.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("telemetry ingestion limit of 1000 per minute"),
+        "{}",
+        r.text
+    );
+    let usage = app
+        .get("/organizations/current/usage", &trial)
+        .await
+        .expect(200);
+    assert_eq!(usage.json["data"]["telemetry_points"]["current"], 1000);
+    assert_eq!(usage.json["data"]["telemetry_points"]["limit"], 10_000);
+
+    // GET /telemetry: 100 requests per minute per key (SPEC 8.5).
+    let secs = Timestamp::now().unix_seconds() % 60;
+    if secs > 45 {
+        tokio::time::sleep(std::time::Duration::from_secs((61 - secs) as u64)).await;
+    }
+    for _ in 0..100 {
+        app.get("/telemetry?asset_id=A", &reader).await.expect(200);
+    }
+    let r = app.get("/telemetry?asset_id=A", &reader).await.expect(429);
+    assert!(
+        r.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("endpoint limit of 100 per minute"),
+        "{}",
+        r.text
+    );
+    app.get("/telemetry/latest?asset_id=A", &reader)
+        .await
+        .expect(200);
+}
+
+/// Retention per level, and queries older than the raw retention answered from rollups.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_deletes_each_level_and_rollups_keep_answering() {
+    use plantd_model::page::Page;
+    use plantd_model::telemetry::{Aggregation, Point, Quality};
+    let (url, dir) = plantd_test_support::fresh_database().await;
+    let store = plantd_store::Store::connect(&url).await.unwrap();
+    let retention = plantd_tsdb::Retention {
+        raw_days: 1,
+        minute_days: 2,
+        hour_days: 3,
+        day_days: 4,
+    };
+    let tsdb = plantd_tsdb::Tsdb::new(store.clone(), retention);
+    let org = plantd_api::operator::create_org(&store, "R", Tier::Enterprise)
+        .await
+        .unwrap();
+    let day = 86_400_000;
+    let start = (Timestamp::now().millis() / day) * day - 2 * HOUR;
+    let points: Vec<Point> = (0..120)
+        .map(|i| Point {
+            asset_id: "A".into(),
+            tag_name: "T".into(),
+            value: i as f64,
+            timestamp: Timestamp::from_millis(start + i * 60_000),
+            quality: Quality::Good,
+            data_source_id: None,
+        })
+        .collect();
+    assert_eq!(tsdb.ingest(&org.id, &points).await.unwrap(), 120);
+    let filter = plantd_tsdb::TelemetryFilter {
+        data_source_id: None,
+        asset_id: Some("A".into()),
+        tag_name: None,
+        start: Timestamp::from_millis(start),
+        end: Timestamp::from_millis(start + 2 * HOUR),
+    };
+    let page = Page::new(None, Some(100)).unwrap();
+    let before = tsdb
+        .query_aggregated(&org.id, &filter, Aggregation::Avg, Some(HOUR), page)
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(before.len(), 2);
+    assert_eq!(before[0].value, 29.5);
+    // 1.5 days later: raw points are gone, minutes and hours still answer exactly.
+    let later = |days_x10: i64| Timestamp::from_millis(start + 2 * HOUR + days_x10 * day / 10);
+    let r = tsdb.enforce_retention(later(15)).await.unwrap();
+    assert_eq!(r.raw_deleted, 120);
+    assert_eq!(
+        tsdb.query_raw(&org.id, &filter, page).await.unwrap().total,
+        0
+    );
+    assert_eq!(
+        tsdb.query_aggregated(&org.id, &filter, Aggregation::Avg, Some(HOUR), page)
+            .await
+            .unwrap()
+            .items,
+        before
+    );
+    // 3.5 days later: minutes and hours gone; the day rollup still counts every point.
+    tsdb.enforce_retention(later(35)).await.unwrap();
+    let whole = plantd_tsdb::TelemetryFilter {
+        start: Timestamp::from_millis((start / day) * day - day),
+        end: Timestamp::from_millis((start / day) * day + day),
+        ..filter.clone()
+    };
+    let daily = tsdb
+        .query_aggregated(&org.id, &whole, Aggregation::Count, Some(day), page)
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(daily.iter().map(|r| r.count).sum::<u64>(), 120);
+    // 4.5 days later: everything is gone.
+    tsdb.enforce_retention(later(45)).await.unwrap();
+    assert!(
+        tsdb.query_aggregated(&org.id, &whole, Aggregation::Count, None, page)
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    if let Some(d) = dir {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}

@@ -1,0 +1,201 @@
+//! Atomic batch ingest: series upsert, raw upsert (a point with the same series and timestamp
+//! replaces the stored one), then the touched minute buckets recomputed from raw, the touched
+//! hours from minutes and the touched days from hours, all in one transaction.
+
+use plantd_model::telemetry::Point;
+use sqlx::Row;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use crate::{LEVELS, Result, Tsdb, floor_to, runs};
+
+/// Rows per multi-row INSERT (4 parameters each, far below both engines' parameter limits).
+const ROWS_PER_INSERT: usize = 500;
+/// Ranges per rollup statement (3 parameters each).
+const RANGES_PER_STATEMENT: usize = 300;
+
+impl Tsdb {
+    /// Stores a validated batch, all or nothing. Returns the number of points accepted (points
+    /// repeating a series and timestamp within the batch count once: the last one wins).
+    pub async fn ingest(&self, org_id: &str, points: &[Point]) -> Result<usize> {
+        let mut tx = self.pool().begin().await?;
+        // Series ids, creating series (and linking data sources) inside the transaction.
+        let mut ids: HashMap<(&str, &str), i64> = HashMap::new();
+        let mut created: Vec<(crate::SeriesKey, crate::SeriesEntry)> = Vec::new();
+        {
+            let known = self
+                .series
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone_subset(org_id, points);
+            for p in points {
+                let key = (p.asset_id.as_str(), p.tag_name.as_str());
+                if ids.contains_key(&key) {
+                    continue;
+                }
+                match known.get(&key) {
+                    Some((id, ds)) if p.data_source_id.is_none() || *ds == p.data_source_id => {
+                        ids.insert(key, *id);
+                    }
+                    _ => {
+                        let row = sqlx::query(
+                            "INSERT INTO telemetry_series (org_id, asset_id, tag_name, data_source_id) VALUES ($1, $2, $3, $4) \
+                             ON CONFLICT (org_id, asset_id, tag_name) DO UPDATE \
+                             SET data_source_id = COALESCE(excluded.data_source_id, telemetry_series.data_source_id) \
+                             RETURNING id, data_source_id",
+                        )
+                        .bind(org_id)
+                        .bind(&p.asset_id)
+                        .bind(&p.tag_name)
+                        .bind(p.data_source_id.clone())
+                        .fetch_one(&mut *tx)
+                        .await?;
+                        let id: i64 = row.try_get("id")?;
+                        let ds: Option<String> = row.try_get("data_source_id")?;
+                        ids.insert(key, id);
+                        created.push((
+                            (org_id.to_string(), p.asset_id.clone(), p.tag_name.clone()),
+                            (id, ds),
+                        ));
+                    }
+                }
+            }
+        }
+        // Last point wins for a repeated (series, timestamp) within the batch.
+        let mut rows: BTreeMap<(i64, i64), (f64, i16)> = BTreeMap::new();
+        for p in points {
+            let id = ids[&(p.asset_id.as_str(), p.tag_name.as_str())];
+            rows.insert((id, p.timestamp.millis()), (p.value, p.quality.code()));
+        }
+        let rows: Vec<_> = rows.into_iter().collect();
+        for chunk in rows.chunks(ROWS_PER_INSERT) {
+            let mut sql =
+                String::from("INSERT INTO telemetry_raw (series_id, ts, value, quality) VALUES ");
+            for i in 0..chunk.len() {
+                if i > 0 {
+                    sql.push(',');
+                }
+                let b = i * 4;
+                sql.push_str(&format!("(${}, ${}, ${}, ${})", b + 1, b + 2, b + 3, b + 4));
+            }
+            sql.push_str(" ON CONFLICT (series_id, ts) DO UPDATE SET value = excluded.value, quality = excluded.quality");
+            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for ((series, ts), (value, quality)) in chunk {
+                q = q.bind(*series).bind(*ts).bind(*value).bind(*quality);
+            }
+            q.execute(&mut *tx).await?;
+        }
+        // Touched buckets per level, recomputed from the level below.
+        let mut touched: BTreeSet<(i64, i64)> = rows.iter().map(|((s, ts), _)| (*s, *ts)).collect();
+        let mut source_width = 1;
+        for (level, width) in LEVELS {
+            let buckets: BTreeSet<(i64, i64)> = touched
+                .iter()
+                .map(|(s, t)| (*s, floor_to(*t, width)))
+                .collect();
+            let mut ranges = Vec::new();
+            let mut per_series: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
+            for (s, b) in &buckets {
+                per_series.entry(*s).or_default().push(*b);
+            }
+            for (s, bs) in &per_series {
+                for (lo, hi) in runs(bs, width) {
+                    ranges.push((*s, lo, hi));
+                }
+            }
+            for chunk in ranges.chunks(RANGES_PER_STATEMENT) {
+                recompute(&mut tx, level, width, source_width, chunk).await?;
+            }
+            touched = buckets;
+            source_width = width;
+        }
+        tx.commit().await?;
+        // Only now, with the data durable, do memory caches learn of it.
+        let mut series = self.series.lock().unwrap_or_else(|p| p.into_inner());
+        for (key, value) in created {
+            series.insert(key, value);
+        }
+        drop(series);
+        self.latest.observe(org_id, points);
+        Ok(rows.len())
+    }
+}
+
+/// Recomputes `level` buckets in the given `(series, lo, hi)` ranges from the level below
+/// (raw points for minutes).
+async fn recompute(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    level: i16,
+    width: i64,
+    source_width: i64,
+    ranges: &[(i64, i64, i64)],
+) -> Result<()> {
+    let values = (0..ranges.len())
+        .map(|i| {
+            format!(
+                "(CAST(${} AS BIGINT), CAST(${} AS BIGINT), CAST(${} AS BIGINT))",
+                i * 3 + 1,
+                i * 3 + 2,
+                i * 3 + 3
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    let select = if source_width == 1 {
+        format!(
+            "SELECT r.series_id, (r.ts / {width}) * {width}, COUNT(*), SUM(r.value), MIN(r.value), MAX(r.value) \
+             FROM telemetry_raw r JOIN touched t ON r.series_id = t.series_id AND r.ts >= t.lo AND r.ts < t.hi \
+             WHERE 1 = 1 GROUP BY r.series_id, (r.ts / {width}) * {width}"
+        )
+    } else {
+        let below = level - 1;
+        format!(
+            "SELECT r.series_id, (r.bucket / {width}) * {width}, SUM(r.count), SUM(r.sum), MIN(r.min), MAX(r.max) \
+             FROM telemetry_rollup r JOIN touched t ON r.series_id = t.series_id AND r.bucket >= t.lo AND r.bucket < t.hi \
+             WHERE r.level = {below} GROUP BY r.series_id, (r.bucket / {width}) * {width}"
+        )
+    };
+    let sql = format!(
+        "WITH touched (series_id, lo, hi) AS (VALUES {values}) \
+         INSERT INTO telemetry_rollup (level, series_id, bucket, count, sum, min, max) \
+         SELECT {level}, q.* FROM ({select}) AS q WHERE 1 = 1 \
+         ON CONFLICT (level, series_id, bucket) DO UPDATE SET count = excluded.count, sum = excluded.sum, \
+         min = excluded.min, max = excluded.max"
+    );
+    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for (s, lo, hi) in ranges {
+        q = q.bind(*s).bind(*lo).bind(*hi);
+    }
+    q.execute(&mut **tx).await?;
+    Ok(())
+}
+
+/// The cached series ids a batch needs, copied out so the lock is not held across awaits.
+trait CloneSubset {
+    fn clone_subset<'a>(
+        &self,
+        org_id: &str,
+        points: &'a [Point],
+    ) -> HashMap<(&'a str, &'a str), (i64, Option<String>)>;
+}
+
+impl CloneSubset for HashMap<crate::SeriesKey, crate::SeriesEntry> {
+    fn clone_subset<'a>(
+        &self,
+        org_id: &str,
+        points: &'a [Point],
+    ) -> HashMap<(&'a str, &'a str), (i64, Option<String>)> {
+        let mut out = HashMap::new();
+        let mut key = (org_id.to_string(), String::new(), String::new());
+        for p in points {
+            if out.contains_key(&(p.asset_id.as_str(), p.tag_name.as_str())) {
+                continue;
+            }
+            key.1.clone_from(&p.asset_id);
+            key.2.clone_from(&p.tag_name);
+            if let Some(v) = self.get(&key) {
+                out.insert((p.asset_id.as_str(), p.tag_name.as_str()), v.clone());
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,100 @@
+//! Telemetry storage: raw points per series plus minute, hour and day rollups (count, sum, min,
+//! max) recomputed exactly for the buckets each batch touches, so late, out-of-order and replaced
+//! points never leave a rollup wrong. Queries split their time range so that aligned middle parts
+//! come from the coarsest rollup that answers exactly and the ragged edges from finer levels.
+//! Latest values are kept in memory. Retention deletes each level after its configured age.
+
+mod ingest;
+mod latest;
+mod query;
+mod retention;
+
+pub use latest::LatestValue;
+pub use query::{AggregatedRow, RawRow, TelemetryFilter};
+pub use retention::{Retention, RetentionReport};
+
+use plantd_store::{Backend, Store};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+pub const MINUTE: i64 = 60_000;
+pub const HOUR: i64 = 3_600_000;
+pub const DAY: i64 = 86_400_000;
+
+/// Rollup levels as stored: (level, bucket width in ms), finest first.
+pub(crate) const LEVELS: [(i16, i64); 3] = [(1, MINUTE), (2, HOUR), (3, DAY)];
+
+#[derive(Debug, thiserror::Error)]
+pub enum TsdbError {
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+pub type Result<T> = std::result::Result<T, TsdbError>;
+
+/// Series ids by (organization, asset, tag), with the data source each is linked to.
+pub(crate) type SeriesKey = (String, String, String);
+/// A series' id and the data source it is linked to.
+pub(crate) type SeriesEntry = (i64, Option<String>);
+
+pub struct Tsdb {
+    store: Store,
+    retention: Retention,
+    series: Mutex<HashMap<SeriesKey, SeriesEntry>>,
+    latest: latest::LatestCache,
+}
+
+impl Tsdb {
+    pub fn new(store: Store, retention: Retention) -> Self {
+        // Latest values may be served from memory only where this process sees every write:
+        // one server per SQLite database. Several nodes on PostgreSQL read them from the database.
+        let trusted = store.backend() == Backend::Sqlite;
+        Self {
+            store,
+            retention,
+            series: Mutex::default(),
+            latest: latest::LatestCache::new(trusted),
+        }
+    }
+
+    pub fn retention(&self) -> &Retention {
+        &self.retention
+    }
+
+    pub(crate) fn pool(&self) -> &sqlx::AnyPool {
+        self.store.pool()
+    }
+}
+
+/// Floor of `t` to a multiple of `w` (timestamps are never negative here).
+pub(crate) fn floor_to(t: i64, w: i64) -> i64 {
+    t.div_euclid(w) * w
+}
+
+/// Groups sorted, distinct bucket starts into ranges `[lo, hi)`, splitting where the gap is wide,
+/// so one statement recomputes a contiguous stretch without rereading a long empty span.
+pub(crate) fn runs(buckets: &[i64], width: i64) -> Vec<(i64, i64)> {
+    let mut out: Vec<(i64, i64)> = Vec::new();
+    for &b in buckets {
+        match out.last_mut() {
+            Some((_, hi)) if b - *hi <= 60 * width => *hi = b + width,
+            _ => out.push((b, b + width)),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_split_on_wide_gaps() {
+        assert_eq!(runs(&[0, 60_000, 120_000], MINUTE), vec![(0, 180_000)]);
+        assert_eq!(
+            runs(&[0, 100 * MINUTE], MINUTE),
+            vec![(0, MINUTE), (100 * MINUTE, 101 * MINUTE)]
+        );
+        assert_eq!(floor_to(3_599_999, HOUR), 0);
+    }
+}

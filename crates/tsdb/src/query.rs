@@ -1,0 +1,322 @@
+//! Reading telemetry: raw points, and aggregates per series and UTC-aligned bucket computed from
+//! the coarsest level that answers each part of the range exactly.
+
+use plantd_model::Timestamp;
+use plantd_model::page::{Page, Paged};
+use plantd_model::telemetry::{Aggregation, Quality};
+use serde::Serialize;
+use sqlx::Row;
+use std::collections::HashMap;
+
+use crate::{LEVELS, Result, Tsdb, floor_to};
+
+/// Which series and time range a query covers: `[start, end)`.
+#[derive(Clone, Debug)]
+pub struct TelemetryFilter {
+    pub data_source_id: Option<String>,
+    pub asset_id: Option<String>,
+    pub tag_name: Option<String>,
+    pub start: Timestamp,
+    pub end: Timestamp,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct RawRow {
+    pub timestamp: Timestamp,
+    pub asset_id: String,
+    pub tag_name: String,
+    pub value: f64,
+    pub quality: Quality,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct AggregatedRow {
+    /// Start of the bucket (of the range when no interval was asked).
+    pub timestamp: Timestamp,
+    pub asset_id: String,
+    pub tag_name: String,
+    pub value: f64,
+    /// Number of raw points the value summarises.
+    pub count: u64,
+}
+
+/// Series filter shared by every query: `(sql, arguments)` to append after a WHERE on `s`.
+fn series_where(org_id: &str, f: &TelemetryFilter, first: usize) -> (String, Vec<String>) {
+    let mut sql = format!("s.org_id = ${first}");
+    let mut args = vec![org_id.to_string()];
+    for (col, v) in [
+        ("s.data_source_id", &f.data_source_id),
+        ("s.asset_id", &f.asset_id),
+        ("s.tag_name", &f.tag_name),
+    ] {
+        if let Some(v) = v {
+            args.push(v.clone());
+            sql.push_str(&format!(" AND {col} = ${}", first + args.len() - 1));
+        }
+    }
+    (sql, args)
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Partial {
+    count: i64,
+    sum: f64,
+    min: f64,
+    max: f64,
+}
+
+impl Partial {
+    fn merge(&mut self, o: Partial) {
+        if self.count == 0 {
+            *self = o;
+        } else if o.count > 0 {
+            self.count += o.count;
+            self.sum += o.sum;
+            self.min = self.min.min(o.min);
+            self.max = self.max.max(o.max);
+        }
+    }
+    fn value(self, agg: Aggregation) -> f64 {
+        match agg {
+            Aggregation::Avg => self.sum / self.count as f64,
+            Aggregation::Min => self.min,
+            Aggregation::Max => self.max,
+            Aggregation::Sum => self.sum,
+            Aggregation::Count => self.count as f64,
+        }
+    }
+}
+
+/// A part of the range answered by one level: `None` is raw points.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Piece {
+    pub level: Option<(i16, i64)>,
+    pub lo: i64,
+    pub hi: i64,
+}
+
+/// Splits `[lo, hi)` into pieces: the aligned middle from the coarsest usable level, edges from
+/// finer ones. A level is usable when its width divides the output bucket width.
+pub(crate) fn pieces(lo: i64, hi: i64, bucket: Option<i64>) -> Vec<Piece> {
+    let usable: Vec<(i16, i64)> = LEVELS
+        .iter()
+        .rev()
+        .copied()
+        .filter(|(_, w)| bucket.is_none_or(|b| b % w == 0))
+        .collect();
+    let mut out = Vec::new();
+    split(lo, hi, &usable, &mut out);
+    out
+}
+
+fn split(lo: i64, hi: i64, levels: &[(i16, i64)], out: &mut Vec<Piece>) {
+    if lo >= hi {
+        return;
+    }
+    for (i, &(level, w)) in levels.iter().enumerate() {
+        let a = floor_to(lo + w - 1, w);
+        let b = floor_to(hi, w);
+        if a < b {
+            split(lo, a, &levels[i + 1..], out);
+            out.push(Piece {
+                level: Some((level, w)),
+                lo: a,
+                hi: b,
+            });
+            split(b, hi, &levels[i + 1..], out);
+            return;
+        }
+    }
+    out.push(Piece {
+        level: None,
+        lo,
+        hi,
+    });
+}
+
+impl Tsdb {
+    /// Raw points, ordered by time, then asset and tag.
+    pub async fn query_raw(
+        &self,
+        org_id: &str,
+        f: &TelemetryFilter,
+        page: Page,
+    ) -> Result<Paged<RawRow>> {
+        let (series, args) = series_where(org_id, f, 3);
+        let from = format!(
+            "FROM telemetry_raw r JOIN telemetry_series s ON s.id = r.series_id WHERE r.ts >= $1 AND r.ts < $2 AND {series}"
+        );
+        let mut count = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) AS n {from}")))
+            .bind(f.start.millis())
+            .bind(f.end.millis());
+        for a in &args {
+            count = count.bind(a.clone());
+        }
+        let total: i64 = count.fetch_one(self.pool()).await?.try_get("n")?;
+        let n = args.len() + 2;
+        let sql = format!(
+            "SELECT r.ts, s.asset_id, s.tag_name, r.value, r.quality {from} ORDER BY r.ts, s.asset_id, s.tag_name LIMIT ${} OFFSET ${}",
+            n + 1,
+            n + 2
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(f.start.millis())
+            .bind(f.end.millis());
+        for a in &args {
+            q = q.bind(a.clone());
+        }
+        let rows = q
+            .bind(page.limit())
+            .bind(page.offset())
+            .fetch_all(self.pool())
+            .await?;
+        let mut items = Vec::with_capacity(rows.len());
+        for r in rows {
+            let quality: i16 = r.try_get("quality")?;
+            items.push(RawRow {
+                timestamp: Timestamp::from_millis(r.try_get("ts")?),
+                asset_id: r.try_get("asset_id")?,
+                tag_name: r.try_get("tag_name")?,
+                value: r.try_get("value")?,
+                quality: Quality::from_code(quality.into()),
+            });
+        }
+        Ok(Paged {
+            items,
+            total: total as u64,
+        })
+    }
+
+    /// One row per series and bucket (`bucket` ms wide, aligned to UTC; the whole range when
+    /// `None`), ordered by time, then asset and tag.
+    pub async fn query_aggregated(
+        &self,
+        org_id: &str,
+        f: &TelemetryFilter,
+        agg: Aggregation,
+        bucket: Option<i64>,
+        page: Page,
+    ) -> Result<Paged<AggregatedRow>> {
+        let (series, args) = series_where(org_id, f, 3);
+        let mut merged: HashMap<(String, String, i64), Partial> = HashMap::new();
+        for piece in pieces(f.start.millis(), f.end.millis(), bucket) {
+            let (table, col, count, sum, min, max, level) = match piece.level {
+                None => (
+                    "telemetry_raw",
+                    "r.ts",
+                    "COUNT(*)",
+                    "SUM(r.value)",
+                    "MIN(r.value)",
+                    "MAX(r.value)",
+                    String::new(),
+                ),
+                Some((level, _)) => (
+                    "telemetry_rollup",
+                    "r.bucket",
+                    "CAST(SUM(r.count) AS BIGINT)",
+                    "SUM(r.sum)",
+                    "MIN(r.min)",
+                    "MAX(r.max)",
+                    format!(" AND r.level = {level}"),
+                ),
+            };
+            // Without an interval the whole range is one bucket: group by series only.
+            let (b, group) = match bucket {
+                Some(w) => (
+                    format!("({col} / {w}) * {w}"),
+                    format!(", ({col} / {w}) * {w}"),
+                ),
+                None => ("0".to_string(), String::new()),
+            };
+            let sql = format!(
+                "SELECT s.asset_id, s.tag_name, {b} AS b, {count} AS n, {sum} AS total, {min} AS lo, {max} AS hi \
+                 FROM {table} r JOIN telemetry_series s ON s.id = r.series_id \
+                 WHERE {col} >= $1 AND {col} < $2{level} AND {series} \
+                 GROUP BY s.asset_id, s.tag_name{group}"
+            );
+            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(piece.lo)
+                .bind(piece.hi);
+            for a in &args {
+                q = q.bind(a.clone());
+            }
+            for r in q.fetch_all(self.pool()).await? {
+                let part = Partial {
+                    count: r.try_get("n")?,
+                    sum: r.try_get("total")?,
+                    min: r.try_get("lo")?,
+                    max: r.try_get("hi")?,
+                };
+                let b: i64 = r.try_get("b")?;
+                let key = (
+                    r.try_get("asset_id")?,
+                    r.try_get("tag_name")?,
+                    if bucket.is_some() {
+                        b
+                    } else {
+                        f.start.millis()
+                    },
+                );
+                merged.entry(key).or_default().merge(part);
+            }
+        }
+        let mut rows: Vec<AggregatedRow> = merged
+            .into_iter()
+            .filter(|(_, p)| p.count > 0)
+            .map(|((asset_id, tag_name, ts), p)| AggregatedRow {
+                timestamp: Timestamp::from_millis(ts),
+                asset_id,
+                tag_name,
+                value: p.value(agg),
+                count: p.count as u64,
+            })
+            .collect();
+        rows.sort_by(|a, b| {
+            (a.timestamp, &a.asset_id, &a.tag_name).cmp(&(b.timestamp, &b.asset_id, &b.tag_name))
+        });
+        let total = rows.len() as u64;
+        let items = rows
+            .into_iter()
+            .skip(page.offset() as usize)
+            .take(page.limit() as usize)
+            .collect();
+        Ok(Paged { items, total })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{DAY, HOUR, MINUTE};
+
+    #[test]
+    fn ranges_split_into_exact_pieces() {
+        // 10:30:15 .. 13:45 with hourly buckets: raw edge, minutes, hours, minutes.
+        let lo = 10 * HOUR + 30 * MINUTE + 15_000;
+        let hi = 13 * HOUR + 45 * MINUTE;
+        let p = pieces(lo, hi, Some(HOUR));
+        let levels: Vec<_> = p.iter().map(|x| x.level.map(|l| l.0)).collect();
+        assert_eq!(levels, vec![None, Some(1), Some(2), Some(1)]);
+        assert_eq!(p.first().unwrap().lo, lo);
+        assert_eq!(p.last().unwrap().hi, hi);
+        assert!(
+            p.windows(2).all(|w| w[0].hi == w[1].lo),
+            "contiguous: {p:?}"
+        );
+        // 5-minute buckets never use hours or days.
+        assert!(
+            pieces(0, 3 * DAY, Some(5 * MINUTE))
+                .iter()
+                .all(|x| x.level.is_none_or(|l| l.0 == 1))
+        );
+        // Whole days with daily buckets come from the day level alone.
+        assert_eq!(
+            pieces(DAY, 3 * DAY, Some(DAY)),
+            vec![Piece {
+                level: Some((3, DAY)),
+                lo: DAY,
+                hi: 3 * DAY
+            }]
+        );
+    }
+}

@@ -1,0 +1,97 @@
+//! Retention per level: raw points, minute, hour and day rollups are deleted once older than
+//! their configured age (defaults of SPEC 8.6 for the edge: 7 days, 30 days, 365 days, 5 years).
+
+use plantd_model::Timestamp;
+use serde::{Deserialize, Serialize};
+use sqlx::Row;
+
+use crate::{DAY, Result, Tsdb};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Retention {
+    pub raw_days: i64,
+    pub minute_days: i64,
+    pub hour_days: i64,
+    pub day_days: i64,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Self {
+            raw_days: 7,
+            minute_days: 30,
+            hour_days: 365,
+            day_days: 5 * 365,
+        }
+    }
+}
+
+impl Retention {
+    /// Coarser levels must outlive finer ones by at least a day: a late point (accepted while
+    /// its raw neighbours exist) recomputes its hour from minutes and its day from hours.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        if self.raw_days < 1 {
+            return Err("telemetry retention raw_days must be at least 1".into());
+        }
+        if !(self.minute_days > self.raw_days
+            && self.hour_days > self.raw_days
+            && self.day_days >= self.hour_days)
+        {
+            return Err("telemetry retention must satisfy raw_days < minute_days, raw_days < hour_days <= day_days".into());
+        }
+        Ok(())
+    }
+
+    /// The oldest timestamp accepted on ingest: raw points older than this are already gone.
+    pub fn oldest_accepted(&self, now: Timestamp) -> Timestamp {
+        Timestamp::from_millis(now.millis() - self.raw_days * DAY)
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RetentionReport {
+    pub raw_deleted: u64,
+    pub rollups_deleted: u64,
+}
+
+impl Tsdb {
+    /// Deletes what each level's retention has passed, series by series (each delete uses the
+    /// primary key).
+    pub async fn enforce_retention(&self, now: Timestamp) -> Result<RetentionReport> {
+        let r = self.retention;
+        let ids: Vec<i64> = sqlx::query("SELECT id FROM telemetry_series")
+            .fetch_all(self.pool())
+            .await?
+            .iter()
+            .map(|row| row.try_get("id"))
+            .collect::<std::result::Result<_, _>>()?;
+        let cutoff = |days: i64| now.millis() - days * DAY;
+        let mut report = RetentionReport::default();
+        for id in ids {
+            report.raw_deleted +=
+                sqlx::query("DELETE FROM telemetry_raw WHERE series_id = $1 AND ts < $2")
+                    .bind(id)
+                    .bind(cutoff(r.raw_days))
+                    .execute(self.pool())
+                    .await?
+                    .rows_affected();
+            // A bucket goes once its end, not its start, is older than the retention.
+            for ((level, width), days) in
+                crate::LEVELS
+                    .into_iter()
+                    .zip([r.minute_days, r.hour_days, r.day_days])
+            {
+                report.rollups_deleted +=
+                    sqlx::query("DELETE FROM telemetry_rollup WHERE level = $1 AND series_id = $2 AND bucket < $3")
+                        .bind(level)
+                        .bind(id)
+                        .bind(cutoff(days) - width + 1)
+                        .execute(self.pool())
+                        .await?
+                        .rows_affected();
+            }
+        }
+        Ok(report)
+    }
+}
