@@ -14,7 +14,12 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod telemetry;
+
 struct Options {
+    suite: String,
+    /// Points of the one series the aggregation benchmark reads.
+    points: u64,
     duration: Duration,
     connections: usize,
     postgres_url: Option<String>,
@@ -24,6 +29,8 @@ struct Options {
 fn options() -> Result<Options> {
     let mut args = std::env::args().skip(1);
     let mut o = Options {
+        suite: String::new(),
+        points: 10_000_000,
         duration: Duration::from_secs(10),
         connections: 16,
         postgres_url: std::env::var("PLANTD_BENCH_POSTGRES_URL")
@@ -41,17 +48,19 @@ fn options() -> Result<Options> {
             "--postgres-url" => o.postgres_url = Some(args.next().context("--postgres-url URL")?),
             "--no-postgres" => o.postgres_url = None,
             "--plantd" => o.plantd = args.next().context("--plantd PATH")?.into(),
-            "api" => suite = Some(a),
+            "api" | "telemetry" => suite = Some(a),
+            "--points" => o.points = args.next().context("--points N")?.parse()?,
             other => bail!(
                 "unknown argument {other}; usage: plantd-bench api [--duration S] [--connections N] [--postgres-url URL | --no-postgres] [--plantd PATH]"
             ),
         }
     }
-    if suite.is_none() {
+    let Some(suite) = suite else {
         bail!(
-            "usage: plantd-bench api [--duration S] [--connections N] [--postgres-url URL | --no-postgres]"
+            "usage: plantd-bench api|telemetry [--duration S] [--connections N] [--points N] [--postgres-url URL | --no-postgres]"
         );
-    }
+    };
+    o.suite = suite;
     if !o.plantd.exists() {
         bail!(
             "{} not found: build it with `cargo build --release -p plantd`",
@@ -65,6 +74,7 @@ struct Server {
     child: Child,
     addr: String,
     dir: PathBuf,
+    storage: Vec<String>,
 }
 
 impl Drop for Server {
@@ -102,7 +112,7 @@ fn start_server(o: &Options, database_url: Option<&str>) -> Result<(Server, Stri
     let mut child = Command::new(&o.plantd)
         .args(["serve", "--listen", "127.0.0.1:0"])
         .args(&storage)
-        .env("PLANTD_LOG", "warn")
+        .env("PLANTD_LOG", "warn,sqlx::query=error")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()?;
@@ -130,7 +140,15 @@ fn start_server(o: &Options, database_url: Option<&str>) -> Result<(Server, Stri
         );
     }
     let key = String::from_utf8(out.stdout)?.trim().to_string();
-    Ok((Server { child, addr, dir }, key))
+    Ok((
+        Server {
+            child,
+            addr,
+            dir,
+            storage,
+        },
+        key,
+    ))
 }
 
 async fn request(
@@ -247,6 +265,9 @@ fn create_postgres_db(url: &str) -> Result<String> {
 #[tokio::main(flavor = "multi_thread", worker_threads = 1)]
 async fn main() -> Result<()> {
     let o = options()?;
+    if o.suite == "telemetry" {
+        return telemetry::run(&o).await;
+    }
     let mut backends: Vec<(&str, Option<String>)> = vec![("SQLite", None)];
     if let Some(url) = &o.postgres_url {
         match create_postgres_db(url) {

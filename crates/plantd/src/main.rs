@@ -232,7 +232,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("PLANTD_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx::query=error"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

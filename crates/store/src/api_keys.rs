@@ -44,6 +44,7 @@ const KEY_COLUMNS: &str =
 
 impl Store {
     pub async fn create_api_key(&self, new: NewApiKey<'_>) -> Result<ApiKey> {
+        let _gate = self.write_guard().await;
         let key = ApiKey {
             id: new_id(),
             org_id: new.org_id.to_string(),
@@ -118,6 +119,7 @@ impl Store {
 
     /// Revokes a key (idempotent: a revoked key keeps its first revocation time).
     pub async fn revoke_api_key(&self, org_id: &str, id: &str) -> Result<ApiKey> {
+        let _gate = self.write_guard().await;
         sqlx::query("UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $1) WHERE org_id = $2 AND id = $3")
             .bind(Timestamp::now().millis())
             .bind(org_id)
@@ -135,6 +137,7 @@ impl Store {
         prefix: &str,
         key_hash: &str,
     ) -> Result<ApiKey> {
+        let _gate = self.write_guard().await;
         let done = sqlx::query(
             "UPDATE api_keys SET prefix = $1, key_hash = $2 WHERE org_id = $3 AND id = $4 AND revoked_at IS NULL",
         )
@@ -159,7 +162,7 @@ impl Store {
         rows: &[(String, String, String, String, u64)],
         last_used: &[(String, Timestamp)],
     ) -> Result<()> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin_write().await?;
         for (key_id, org_id, day, endpoint, n) in rows {
             sqlx::query(
                 "INSERT INTO api_key_usage (key_id, org_id, day, endpoint, requests) VALUES ($1, $2, $3, $4, $5) \

@@ -154,6 +154,7 @@ pub const MAX_EXPORT_ROWS: i64 = 100_000;
 
 impl Store {
     pub async fn insert_audit(&self, r: &NewAuditRecord) -> Result<String> {
+        let _gate = self.write_guard().await;
         let id = new_id();
         sqlx::query(
             "INSERT INTO audit_logs (id, org_id, ts, actor_type, actor_id, user_id, category, event_type, severity, \

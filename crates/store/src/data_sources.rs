@@ -66,7 +66,7 @@ impl Store {
             created_at: now,
             updated_at: now,
         };
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin_write().await?;
         sqlx::query(
             "INSERT INTO data_sources (id, org_id, name, type, endpoint, status, tag_count, config, created_at, updated_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
@@ -116,11 +116,7 @@ impl Store {
 
     /// Ends a data source write: notifies other nodes (PostgreSQL) inside the transaction,
     /// commits, then forgets this node's cached list.
-    async fn commit_data_source_write(
-        &self,
-        mut tx: sqlx::Transaction<'_, sqlx::Any>,
-        org_id: &str,
-    ) -> Result<()> {
+    async fn commit_data_source_write(&self, mut tx: crate::WriteTx, org_id: &str) -> Result<()> {
         if self.backend() == crate::Backend::Postgres {
             sqlx::query("SELECT pg_notify($1, $2)")
                 .bind(crate::data_source_cache::CHANNEL)
@@ -144,7 +140,7 @@ impl Store {
         let source_type = u.source_type.unwrap_or(current.source_type);
         let endpoint = u.endpoint.unwrap_or(current.endpoint);
         let config = u.config.unwrap_or(current.config);
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin_write().await?;
         sqlx::query(
             "UPDATE data_sources SET name = $1, type = $2, endpoint = $3, config = $4, updated_at = $5 \
              WHERE org_id = $6 AND id = $7",
@@ -164,7 +160,7 @@ impl Store {
     }
 
     pub async fn delete_data_source(&self, org_id: &str, id: &str) -> Result<()> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin_write().await?;
         let done = sqlx::query("DELETE FROM data_sources WHERE org_id = $1 AND id = $2")
             .bind(org_id)
             .bind(id)

@@ -86,6 +86,34 @@ pub struct Store {
     pool: AnyPool,
     backend: Backend,
     data_source_cache: std::sync::Arc<data_source_cache::DataSourceCache>,
+    /// SQLite allows one writer at a time; writers of this process queue here rather than in
+    /// SQLite's busy handler, which sleeps and made concurrent writes take seconds.
+    write_gate: std::sync::Arc<tokio::sync::Mutex<()>>,
+}
+
+/// A write transaction; on SQLite it also holds the process's write gate until it ends.
+pub struct WriteTx {
+    tx: sqlx::Transaction<'static, sqlx::Any>,
+    _gate: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl WriteTx {
+    pub async fn commit(self) -> std::result::Result<(), sqlx::Error> {
+        self.tx.commit().await
+    }
+}
+
+impl std::ops::Deref for WriteTx {
+    type Target = sqlx::AnyConnection;
+    fn deref(&self) -> &Self::Target {
+        &self.tx
+    }
+}
+
+impl std::ops::DerefMut for WriteTx {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.tx
+    }
 }
 
 impl Store {
@@ -131,6 +159,7 @@ impl Store {
             pool,
             backend,
             data_source_cache: cache,
+            write_gate: Default::default(),
         };
         migrate::run(&store).await?;
         Ok(store)
@@ -142,6 +171,24 @@ impl Store {
 
     pub fn pool(&self) -> &AnyPool {
         &self.pool
+    }
+
+    /// Waits for the write gate (SQLite only); hold the guard for the duration of a write
+    /// statement outside a [`WriteTx`].
+    pub async fn write_guard(&self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+        match self.backend {
+            Backend::Sqlite => Some(self.write_gate.clone().lock_owned().await),
+            Backend::Postgres => None,
+        }
+    }
+
+    /// Begins a write transaction (behind the write gate on SQLite).
+    pub async fn begin_write(&self) -> Result<WriteTx> {
+        let gate = self.write_guard().await;
+        Ok(WriteTx {
+            tx: self.pool.begin().await?,
+            _gate: gate,
+        })
     }
 
     /// Round trip to the database, for health reporting.

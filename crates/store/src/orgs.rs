@@ -53,6 +53,7 @@ const MEMBER_COLUMNS: &str = "u.id, u.email, u.name, m.role, m.status, m.joined_
 
 impl Store {
     pub async fn create_org(&self, name: &str, tier: Tier) -> Result<Organization> {
+        let _gate = self.write_guard().await;
         let now = Timestamp::now();
         let org = Organization {
             id: new_id(),
@@ -90,6 +91,7 @@ impl Store {
     }
 
     pub async fn update_org_name(&self, id: &str, name: &str) -> Result<Organization> {
+        let _gate = self.write_guard().await;
         let done = sqlx::query("UPDATE organizations SET name = $1, updated_at = $2 WHERE id = $3")
             .bind(name)
             .bind(Timestamp::now().millis())
@@ -103,6 +105,7 @@ impl Store {
     }
 
     pub async fn create_user(&self, new: NewUser<'_>) -> Result<User> {
+        let _gate = self.write_guard().await;
         let now = Timestamp::now();
         let user = User {
             id: new_id(),
@@ -154,7 +157,7 @@ impl Store {
 
     /// Sets a user's password; an invited user becomes an active member everywhere.
     pub async fn set_password(&self, user_id: &str, password_hash: &str) -> Result<()> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin_write().await?;
         let done =
             sqlx::query("UPDATE users SET password_hash = $1, updated_at = $2 WHERE id = $3")
                 .bind(password_hash)
@@ -174,6 +177,7 @@ impl Store {
     }
 
     pub async fn update_user_name(&self, user_id: &str, name: &str) -> Result<User> {
+        let _gate = self.write_guard().await;
         let done = sqlx::query("UPDATE users SET name = $1, updated_at = $2 WHERE id = $3")
             .bind(name)
             .bind(Timestamp::now().millis())
@@ -194,6 +198,7 @@ impl Store {
         role: Role,
         status: MemberStatus,
     ) -> Result<Member> {
+        let _gate = self.write_guard().await;
         sqlx::query("INSERT INTO memberships (org_id, user_id, role, status, joined_at) VALUES ($1, $2, $3, $4, $5)")
             .bind(org_id)
             .bind(user_id)
@@ -244,7 +249,7 @@ impl Store {
 
     /// Removes a member. The last owner cannot be removed: an organization always has one.
     pub async fn remove_member(&self, org_id: &str, user_id: &str) -> Result<()> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin_write().await?;
         let row = sqlx::query("SELECT role FROM memberships WHERE org_id = $1 AND user_id = $2")
             .bind(org_id)
             .bind(user_id)

@@ -17,7 +17,11 @@ impl Tsdb {
     /// Stores a validated batch, all or nothing. Returns the number of points accepted (points
     /// repeating a series and timestamp within the batch count once: the last one wins).
     pub async fn ingest(&self, org_id: &str, points: &[Point]) -> Result<usize> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self
+            .store
+            .begin_write()
+            .await
+            .map_err(crate::TsdbError::from_store)?;
         // Series ids, creating series (and linking data sources) inside the transaction.
         let mut ids: HashMap<(&str, &str), i64> = HashMap::new();
         let mut created: Vec<(crate::SeriesKey, crate::SeriesEntry)> = Vec::new();
@@ -67,6 +71,7 @@ impl Tsdb {
             rows.insert((id, p.timestamp.millis()), (p.value, p.quality.code()));
         }
         let rows: Vec<_> = rows.into_iter().collect();
+        let sqlite = self.store.backend() == plantd_store::Backend::Sqlite;
         for chunk in rows.chunks(ROWS_PER_INSERT) {
             let mut sql =
                 String::from("INSERT INTO telemetry_raw (series_id, ts, value, quality) VALUES ");
@@ -74,8 +79,8 @@ impl Tsdb {
                 if i > 0 {
                     sql.push(',');
                 }
-                let b = i * 4;
-                sql.push_str(&format!("(${}, ${}, ${}, ${})", b + 1, b + 2, b + 3, b + 4));
+                let p = |k: usize| placeholder(sqlite, i * 4 + k);
+                sql.push_str(&format!("({}, {}, {}, {})", p(1), p(2), p(3), p(4)));
             }
             sql.push_str(" ON CONFLICT (series_id, ts) DO UPDATE SET value = excluded.value, quality = excluded.quality");
             let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
@@ -103,7 +108,7 @@ impl Tsdb {
                 }
             }
             for chunk in ranges.chunks(RANGES_PER_STATEMENT) {
-                recompute(&mut tx, level, width, source_width, chunk).await?;
+                recompute(&mut tx, sqlite, level, width, source_width, chunk).await?;
             }
             touched = buckets;
             source_width = width;
@@ -120,10 +125,21 @@ impl Tsdb {
     }
 }
 
+/// The `n`-th bind placeholder. SQLite gets bare `?`: with `$N`, binding looks every name up in
+/// a linear list, which made a 2,000-parameter statement spend most of its time binding.
+fn placeholder(sqlite: bool, n: usize) -> String {
+    if sqlite {
+        "?".to_string()
+    } else {
+        format!("${n}")
+    }
+}
+
 /// Recomputes `level` buckets in the given `(series, lo, hi)` ranges from the level below
 /// (raw points for minutes).
 async fn recompute(
-    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    tx: &mut plantd_store::WriteTx,
+    sqlite: bool,
     level: i16,
     width: i64,
     source_width: i64,
@@ -131,11 +147,12 @@ async fn recompute(
 ) -> Result<()> {
     let values = (0..ranges.len())
         .map(|i| {
+            let p = |k: usize| placeholder(sqlite, i * 3 + k);
             format!(
-                "(CAST(${} AS BIGINT), CAST(${} AS BIGINT), CAST(${} AS BIGINT))",
-                i * 3 + 1,
-                i * 3 + 2,
-                i * 3 + 3
+                "(CAST({} AS BIGINT), CAST({} AS BIGINT), CAST({} AS BIGINT))",
+                p(1),
+                p(2),
+                p(3)
             )
         })
         .collect::<Vec<_>>()

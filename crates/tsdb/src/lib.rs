@@ -28,6 +28,17 @@ pub(crate) const LEVELS: [(i16, i64); 3] = [(1, MINUTE), (2, HOUR), (3, DAY)];
 pub enum TsdbError {
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
+    #[error("storage error: {0}")]
+    Store(String),
+}
+
+impl TsdbError {
+    pub(crate) fn from_store(e: plantd_store::StoreError) -> Self {
+        match e {
+            plantd_store::StoreError::Database(d) => TsdbError::Database(d),
+            other => TsdbError::Store(other.to_string()),
+        }
+    }
 }
 
 pub type Result<T> = std::result::Result<T, TsdbError>;

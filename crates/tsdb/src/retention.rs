@@ -69,6 +69,8 @@ impl Tsdb {
         let cutoff = |days: i64| now.millis() - days * DAY;
         let mut report = RetentionReport::default();
         for id in ids {
+            // One series at a time behind the write gate, so ingest is never held up for long.
+            let _gate = self.store.write_guard().await;
             report.raw_deleted +=
                 sqlx::query("DELETE FROM telemetry_raw WHERE series_id = $1 AND ts < $2")
                     .bind(id)

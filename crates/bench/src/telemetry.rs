@@ -1,0 +1,461 @@
+//! `plantd-bench telemetry`: HTTP ingest (batches of 1,000 and 5,000), an hourly average over
+//! many points of one series, and `latest` under load, each beside a straightforward baseline on
+//! the same engine (plain row inserts; a GROUP BY over raw rows). Request bodies are built
+//! before the clock starts.
+
+use anyhow::{Context, Result, bail};
+use http_body_util::Full;
+use hyper::body::Bytes;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use super::{Options, Server, connect, create_postgres_db, pct, start_server};
+
+const DAY: i64 = 86_400_000;
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+fn rfc3339(ms: i64) -> String {
+    // Days to civil date (H. Hinnant), as the server does.
+    let days = ms.div_euclid(DAY);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    let sod = ms.rem_euclid(DAY) / 1000;
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        sod / 3600,
+        sod % 3600 / 60,
+        sod % 60,
+        ms.rem_euclid(1000)
+    )
+}
+
+fn body(asset: &str, first_ts: i64, step: i64, n: usize) -> Bytes {
+    let mut s = String::with_capacity(n * 100);
+    s.push_str("{\"data\":[");
+    for i in 0..n {
+        if i > 0 {
+            s.push(',');
+        }
+        let ts = first_ts + i as i64 * step;
+        s.push_str(&format!(
+            "{{\"asset_id\":\"{asset}\",\"tag_name\":\"V\",\"value\":{},\"timestamp\":\"{}\"}}",
+            (i % 1000) as f64 / 10.0,
+            rfc3339(ts)
+        ));
+    }
+    s.push_str("]}");
+    Bytes::from(s)
+}
+
+fn keys(o: &Options, server: &Server, n: usize) -> Result<Vec<String>> {
+    (0..n)
+        .map(|i| {
+            let out = Command::new(&o.plantd)
+                .args([
+                    "keys",
+                    "create",
+                    "--name",
+                    &format!("bench-{i}"),
+                    "--scopes",
+                    "admin",
+                ])
+                .args(&server.storage)
+                .output()?;
+            if !out.status.success() {
+                bail!("keys create: {}", String::from_utf8_lossy(&out.stderr));
+            }
+            Ok(String::from_utf8(out.stdout)?.trim().to_string())
+        })
+        .collect()
+}
+
+async fn post(
+    sender: &mut hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+    addr: &str,
+    key: &str,
+    body: Bytes,
+) -> Result<u16> {
+    use http_body_util::BodyExt;
+    let req = hyper::Request::builder()
+        .method("POST")
+        .uri("/v1/telemetry")
+        .header("host", addr)
+        .header("authorization", format!("Bearer {key}"))
+        .header("content-type", "application/json")
+        .body(Full::new(body))?;
+    sender.ready().await?;
+    let resp = sender.send_request(req).await?;
+    let status = resp.status().as_u16();
+    resp.into_body().collect().await?;
+    Ok(status)
+}
+
+struct Figure {
+    per_second: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+}
+
+/// Each connection posts its prebuilt bodies in turn for `duration` (after a first pass, points
+/// replace earlier ones: the same work).
+async fn ingest_load(
+    addr: &str,
+    keys: &[String],
+    bodies: Vec<Vec<Bytes>>,
+    batch: usize,
+    duration: Duration,
+) -> Result<Figure> {
+    let started = Instant::now();
+    let deadline = started + duration;
+    let mut tasks = Vec::new();
+    for (key, mine) in keys.iter().cloned().zip(bodies) {
+        let addr = addr.to_string();
+        tasks.push(tokio::spawn(async move {
+            let mut sender = connect(&addr).await?;
+            let mut lat = Vec::new();
+            let mut i = 0;
+            while Instant::now() < deadline {
+                let t = Instant::now();
+                let status = post(&mut sender, &addr, &key, mine[i % mine.len()].clone()).await?;
+                if status != 200 {
+                    bail!("ingest answered {status}");
+                }
+                lat.push(t.elapsed().as_micros() as u32);
+                i += 1;
+            }
+            Ok::<_, anyhow::Error>(lat)
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await??);
+    }
+    let secs = started.elapsed().as_secs_f64();
+    all.sort_unstable();
+    Ok(Figure {
+        per_second: (all.len() * batch) as f64 / secs,
+        p50_ms: pct(&all, 0.5),
+        p99_ms: pct(&all, 0.99),
+    })
+}
+
+/// The baseline writer: one plain INSERT per point, one transaction per batch, same engine and
+/// durability settings, no HTTP, no rollups.
+async fn baseline_inserts(
+    url: &str,
+    writers: usize,
+    batch: usize,
+    duration: Duration,
+) -> Result<Figure> {
+    sqlx::any::install_default_drivers();
+    let pool = sqlx::any::AnyPoolOptions::new()
+        .max_connections(writers as u32)
+        .after_connect(|conn, _| {
+            Box::pin(async move {
+                if conn.backend_name() == "SQLite" {
+                    sqlx::raw_sql("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA busy_timeout=10000;")
+                        .execute(conn)
+                        .await?;
+                }
+                Ok(())
+            })
+        })
+        .connect(url)
+        .await?;
+    sqlx::raw_sql("DROP TABLE IF EXISTS baseline_points; CREATE TABLE baseline_points (asset_id TEXT, tag_name TEXT, ts BIGINT, value DOUBLE PRECISION)")
+        .execute(&pool)
+        .await?;
+    let started = Instant::now();
+    let deadline = started + duration;
+    let mut tasks = Vec::new();
+    for w in 0..writers {
+        let pool = pool.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::new();
+            let mut n = 0_i64;
+            while Instant::now() < deadline {
+                let t = Instant::now();
+                let mut tx = pool.begin().await?;
+                for i in 0..batch {
+                    sqlx::query("INSERT INTO baseline_points (asset_id, tag_name, ts, value) VALUES ($1, $2, $3, $4)")
+                        .bind(format!("W{w}"))
+                        .bind("V")
+                        .bind(n)
+                        .bind(i as f64)
+                        .execute(&mut *tx)
+                        .await?;
+                    n += 1;
+                }
+                tx.commit().await?;
+                lat.push(t.elapsed().as_micros() as u32);
+            }
+            Ok::<_, anyhow::Error>(lat)
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await??);
+    }
+    let secs = started.elapsed().as_secs_f64();
+    all.sort_unstable();
+    sqlx::raw_sql("DROP TABLE baseline_points")
+        .execute(&pool)
+        .await?;
+    Ok(Figure {
+        per_second: (all.len() * batch) as f64 / secs,
+        p50_ms: pct(&all, 0.5),
+        p99_ms: pct(&all, 0.99),
+    })
+}
+
+async fn get_latencies(
+    addr: &str,
+    key: &str,
+    path: &str,
+    connections: usize,
+    duration: Duration,
+) -> Result<Figure> {
+    let r = super::load(addr, key, path, connections, duration).await?;
+    if r.errors > 0 {
+        bail!("{} errors on GET {path}", r.errors);
+    }
+    Ok(Figure {
+        per_second: r.requests as f64 / r.seconds,
+        p50_ms: pct(&r.latencies_us, 0.5),
+        p99_ms: pct(&r.latencies_us, 0.99),
+    })
+}
+
+fn row(backend: &str, work: &str, system: &str, f: &Figure, unit: &str, ratio: Option<f64>) {
+    let ratio = ratio.map_or(String::new(), |r| format!("{r:.1}x"));
+    println!(
+        "{backend:<11} {work:<34} {system:<30} {:>12.0} {unit:<9} {:>9.2} {:>9.2} {ratio:>7}",
+        f.per_second, f.p50_ms, f.p99_ms
+    );
+}
+
+pub async fn run(o: &Options) -> Result<()> {
+    let mut backends: Vec<(&str, Option<String>)> = vec![("SQLite", None)];
+    if let Some(url) = &o.postgres_url {
+        match create_postgres_db(url) {
+            Ok(db) => backends.push(("PostgreSQL", Some(db))),
+            Err(e) => eprintln!("PostgreSQL skipped: {e}"),
+        }
+    }
+    let connections = o.connections.clamp(1, 8);
+    println!(
+        "plantd telemetry benchmark: {connections} client connections, {} s per row; load generator and server share this machine's {} cores",
+        o.duration.as_secs(),
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    println!(
+        "plantd acknowledges a batch once it is durable (SQLite WAL synchronous=FULL; PostgreSQL commit); so does the baseline\n"
+    );
+    println!(
+        "{:<11} {:<34} {:<30} {:>12} {:<9} {:>9} {:>9} {:>7}",
+        "backend", "work", "system", "rate", "unit", "p50 ms", "p99 ms", "plantd/baseline"
+    );
+    for (name, url) in &backends {
+        let (server, _) = start_server(o, url.as_deref())?;
+        let db_url = url
+            .clone()
+            .unwrap_or_else(|| format!("sqlite://{}", server.dir.join("plantd.db").display()));
+        let keys = keys(o, &server, connections)?;
+        let base = now_ms() - 6 * DAY;
+        for batch in [1000_usize, 5000] {
+            let bodies: Vec<Vec<Bytes>> = (0..connections)
+                .map(|c| {
+                    (0..20)
+                        .map(|j| {
+                            body(
+                                &format!("ingest-{batch}-{c}"),
+                                base + (j * batch) as i64 * 10,
+                                10,
+                                batch,
+                            )
+                        })
+                        .collect()
+                })
+                .collect();
+            let plantd = ingest_load(&server.addr, &keys, bodies, batch, o.duration).await?;
+            let plain_url = match url {
+                Some(u) => u.clone(),
+                None => format!(
+                    "sqlite://{}?mode=rwc",
+                    server.dir.join("baseline.db").display()
+                ),
+            };
+            let plain = baseline_inserts(&plain_url, connections, batch, o.duration).await?;
+            let work = format!("ingest, batches of {batch}");
+            row(
+                name,
+                &work,
+                "plantd HTTP (raw + rollups)",
+                &plantd,
+                "points/s",
+                Some(plantd.per_second / plain.per_second),
+            );
+            row(
+                name,
+                &work,
+                "baseline: row INSERTs, no HTTP",
+                &plain,
+                "points/s",
+                None,
+            );
+        }
+
+        // One series with many points over less than the raw retention.
+        let step = ((6 * DAY) / o.points as i64).max(1);
+        let start = now_ms() - 6 * DAY - 3_600_000;
+        let per_batch = 5000_u64;
+        let batches = o.points.div_ceil(per_batch);
+        let loaded = Instant::now();
+        let mut tasks = Vec::new();
+        let total = o.points;
+        let stride = keys.len() as u64;
+        for (c, key) in keys.iter().enumerate() {
+            let (addr, key) = (server.addr.clone(), key.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut sender = connect(&addr).await?;
+                let mut b = c as u64;
+                while b < batches {
+                    let first = start + (b * per_batch) as i64 * step;
+                    let n = per_batch.min(total - b * per_batch) as usize;
+                    if post(&mut sender, &addr, &key, body("agg", first, step, n)).await? != 200 {
+                        bail!("loading failed");
+                    }
+                    b += stride;
+                }
+                Ok::<_, anyhow::Error>(())
+            }));
+        }
+        for t in tasks {
+            t.await??;
+        }
+        let load_secs = loaded.elapsed().as_secs_f64();
+        let end = start + o.points as i64 * step + 1;
+        let query = format!(
+            "/v1/telemetry?asset_id=agg&tag_name=V&aggregation=avg&interval=1h&start={}&end={}&per_page=100",
+            rfc3339(start),
+            rfc3339(end)
+        );
+        let mut lat = Vec::new();
+        let mut sender = connect(&server.addr).await?;
+        for _ in 0..20 {
+            let t = Instant::now();
+            let s =
+                super::request(&mut sender, "GET", &server.addr, &query, &keys[0], None).await?;
+            if s != 200 {
+                bail!("aggregation query answered {s}");
+            }
+            lat.push(t.elapsed().as_micros() as u32);
+        }
+        lat.sort_unstable();
+        let agg = Figure {
+            per_second: 1000.0 / pct(&lat, 0.5),
+            p50_ms: pct(&lat, 0.5),
+            p99_ms: pct(&lat, 0.99),
+        };
+        let raw = baseline_group_by(&db_url, start, end).await?;
+        let work = format!("avg 1h over {}M points", o.points as f64 / 1e6);
+        row(
+            name,
+            &work,
+            "plantd HTTP (rollups)",
+            &agg,
+            "queries/s",
+            Some(raw.p50_ms / agg.p50_ms),
+        );
+        row(
+            name,
+            &work,
+            "baseline: GROUP BY raw rows",
+            &raw,
+            "queries/s",
+            None,
+        );
+        println!(
+            "{name:<11} (loading {} points over HTTP took {load_secs:.0} s: {:.0} points/s)",
+            o.points,
+            o.points as f64 / load_secs
+        );
+
+        let latest = get_latencies(
+            &server.addr,
+            &keys[0],
+            "/v1/telemetry/latest?asset_id=agg",
+            connections,
+            o.duration,
+        )
+        .await?;
+        row(
+            name,
+            "latest of one asset, under load",
+            "plantd HTTP (memory)",
+            &latest,
+            "req/s",
+            None,
+        );
+        drop(server);
+        if let (Some(db), Some(base_url)) = (url, &o.postgres_url) {
+            let db_name = db.rsplit('/').next().unwrap_or_default();
+            let _ = Command::new("psql")
+                .args([
+                    base_url.as_str(),
+                    "-qc",
+                    &format!("DROP DATABASE IF EXISTS {db_name} WITH (FORCE)"),
+                ])
+                .status();
+        }
+    }
+    println!(
+        "\ntargets (issue 3): ingest >= 500,000 points/s SQLite (stretch 1,000,000), >= 150,000 PostgreSQL, ack p99 < 50 ms;"
+    );
+    println!("avg 1h over 10M points p50 < 50 ms; latest p99 < 2 ms at load");
+    Ok(())
+}
+
+async fn baseline_group_by(db_url: &str, start: i64, end: i64) -> Result<Figure> {
+    sqlx::any::install_default_drivers();
+    let pool = sqlx::any::AnyPoolOptions::new()
+        .max_connections(1)
+        .connect(db_url)
+        .await
+        .context("baseline connection")?;
+    let mut lat = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        let rows = sqlx::query(
+            "SELECT (r.ts / 3600000) * 3600000 AS b, AVG(r.value) AS v FROM telemetry_raw r \
+             JOIN telemetry_series s ON s.id = r.series_id \
+             WHERE s.asset_id = 'agg' AND s.tag_name = 'V' AND r.ts >= $1 AND r.ts < $2 GROUP BY (r.ts / 3600000) * 3600000",
+        )
+        .bind(start)
+        .bind(end)
+        .fetch_all(&pool)
+        .await?;
+        if rows.is_empty() {
+            bail!("baseline query found no rows");
+        }
+        lat.push(t.elapsed().as_micros() as u32);
+    }
+    lat.sort_unstable();
+    Ok(Figure {
+        per_second: 1000.0 / pct(&lat, 0.5),
+        p50_ms: pct(&lat, 0.5),
+        p99_ms: pct(&lat, 0.99),
+    })
+}
