@@ -4,6 +4,7 @@
 
 pub mod envelope;
 pub mod error;
+pub mod events;
 pub mod extract;
 pub mod openapi;
 pub mod operator;

@@ -54,9 +54,25 @@ pub async fn pipeline(State(state): State<AppState>, mut req: Request, next: Nex
         tracing::error!(%method, %route, "route has no policy");
         return ApiError::Internal(format!("route {method} {route} has no policy")).into_response();
     };
+    // Only routes that allow it take the key from the query string (browser WebSockets).
+    let query_token: Option<String> = policy
+        .query_token
+        .then(|| {
+            form_urlencoded::parse(req.uri().query().unwrap_or_default().as_bytes())
+                .find(|(k, _)| k == "access_token")
+                .map(|(_, v)| v.into_owned())
+        })
+        .flatten();
 
-    let (caller, rate_state, mut refusal) =
-        admit(&state, policy, req.headers(), client_ip.as_deref(), now).await;
+    let (caller, rate_state, mut refusal) = admit(
+        &state,
+        policy,
+        req.headers(),
+        query_token.as_deref(),
+        client_ip.as_deref(),
+        now,
+    )
+    .await;
     if refusal.is_none()
         && path_id
             .as_deref()
@@ -159,6 +175,7 @@ async fn admit(
     state: &AppState,
     policy: &RoutePolicy,
     headers: &HeaderMap,
+    query_token: Option<&str>,
     client_ip: Option<&str>,
     now: Timestamp,
 ) -> (Option<Caller>, WindowState, Option<ApiError>) {
@@ -168,7 +185,7 @@ async fn admit(
         let (ws, refusal) = anonymous(state);
         return (None, ws, refusal);
     }
-    let caller = match authenticate(state, headers, now).await {
+    let caller = match authenticate(state, headers, query_token, now).await {
         Ok(c) => c,
         Err(err) => {
             let (ws, refusal) = anonymous(state);
@@ -256,24 +273,31 @@ fn rate_limited(scope: &str, retry_after: u64) -> ApiError {
 async fn authenticate(
     state: &AppState,
     headers: &HeaderMap,
+    query_token: Option<&str>,
     now: Timestamp,
 ) -> Result<Caller, ApiError> {
-    let value = headers.get(header::AUTHORIZATION).ok_or_else(|| {
-        ApiError::Authentication(
-            "missing Authorization header; send 'Authorization: Bearer <API_KEY>'".into(),
-        )
-    })?;
-    let text = value
-        .to_str()
-        .map_err(|_| ApiError::Authentication("malformed Authorization header".into()))?;
-    let token = text
-        .strip_prefix("Bearer ")
-        .or_else(|| text.strip_prefix("bearer "))
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .ok_or_else(|| {
-            ApiError::Authentication("the Authorization header must be 'Bearer <API_KEY>'".into())
-        })?;
+    let token = match (headers.get(header::AUTHORIZATION), query_token) {
+        (Some(value), _) => {
+            let text = value
+                .to_str()
+                .map_err(|_| ApiError::Authentication("malformed Authorization header".into()))?;
+            text.strip_prefix("Bearer ")
+                .or_else(|| text.strip_prefix("bearer "))
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .ok_or_else(|| {
+                    ApiError::Authentication(
+                        "the Authorization header must be 'Bearer <API_KEY>'".into(),
+                    )
+                })?
+        }
+        (None, Some(token)) => token,
+        (None, None) => {
+            return Err(ApiError::Authentication(
+                "missing Authorization header; send 'Authorization: Bearer <API_KEY>'".into(),
+            ));
+        }
+    };
     let hash = plantd_auth::hash_key(token);
     let (key, tier) = match state.keys.get(&hash, state.config.key_cache_ttl) {
         Some(hit) => hit,

@@ -35,6 +35,8 @@ pub struct RoutePolicy {
     pub event_type: &'static str,
     pub resource_type: &'static str,
     pub endpoint_limit: Option<EndpointLimit>,
+    /// Whether the key may come as `?access_token=` (only where clients cannot send headers).
+    pub query_token: bool,
 }
 
 const fn route(
@@ -53,7 +55,13 @@ const fn route(
         event_type,
         resource_type,
         endpoint_limit: None,
+        query_token: false,
     }
+}
+
+const fn query_token(mut p: RoutePolicy) -> RoutePolicy {
+    p.query_token = true;
+    p
 }
 
 const fn limited(mut p: RoutePolicy, limit: u64, window_secs: i64) -> RoutePolicy {
@@ -177,6 +185,14 @@ pub static ROUTES: &[RoutePolicy] = &[
         "telemetry.latest",
         "telemetry",
     ),
+    query_token(route(
+        "GET",
+        "/v1/ws",
+        READ_TELEMETRY,
+        "stream",
+        "stream.open",
+        "stream",
+    )),
     // API keys
     route(
         "GET",

@@ -11,7 +11,7 @@ use utoipa_axum::routes;
 
 use crate::error::ApiError;
 use crate::pipeline::{anonymous_admit, pipeline, set_rate_headers};
-use crate::routes::{api_keys, audit, data_sources, orgs, system, telemetry, users};
+use crate::routes::{api_keys, audit, data_sources, orgs, stream, system, telemetry, users};
 use crate::state::AppState;
 
 /// The largest request body accepted (1 MiB); larger bodies are a `validation_error`.
@@ -39,6 +39,7 @@ fn v1_routes() -> OpenApiRouter<AppState> {
                 .layer(DefaultBodyLimit::max(telemetry::MAX_INGEST_BODY)),
         )
         .routes(routes!(telemetry::latest))
+        .routes(routes!(stream::ws))
         .routes(routes!(api_keys::list_api_keys, api_keys::create_api_key))
         .routes(routes!(api_keys::revoke_api_key))
         .routes(routes!(api_keys::rotate_api_key))

@@ -63,6 +63,8 @@ pub struct Inner {
     pub usage: UsageCounter,
     pub workers: WorkerBoard,
     pub rendered_data_sources: crate::routes::data_sources::RenderedDataSources,
+    pub events: crate::events::EventBus,
+    pub connections: crate::routes::stream::Connections,
     pub started_at: Timestamp,
 }
 
@@ -84,6 +86,8 @@ impl AppState {
             usage: UsageCounter::default(),
             workers: WorkerBoard::default(),
             rendered_data_sources: Default::default(),
+            events: Default::default(),
+            connections: Default::default(),
             started_at: Timestamp::now(),
         }))
     }

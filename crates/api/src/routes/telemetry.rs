@@ -100,6 +100,11 @@ pub async fn ingest(
         .ingest(&caller.org_id, &points)
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))?;
+    // Committed: tell live subscribers.
+    state.events.publish(crate::events::Event::Telemetry {
+        org_id: caller.org_id.as_str().into(),
+        points: std::sync::Arc::new(points),
+    });
     Ok(ok(IngestResult { accepted }))
 }
 

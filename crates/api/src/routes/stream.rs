@@ -1,0 +1,261 @@
+//! The live stream `/v1/ws` (SPEC 6, 8.2): subscribe to telemetry by data source, asset and tag;
+//! points arrive as they are committed. Messages are JSON objects with a `type`; see
+//! docs/api.md. Tier limits (connections per organization, messages per second in and out) end
+//! the connection with close code 1008 and a reason that says which limit.
+
+use axum::extract::State;
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade, close_code};
+use axum::response::Response;
+use plantd_model::telemetry::Point;
+use plantd_model::tier::WebSocketLimits;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::error::{ApiError, ApiResult};
+use crate::events::Event;
+use crate::state::{AppState, Caller};
+
+/// The largest message a client may send.
+pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
+/// Subscriptions one connection may hold.
+pub const MAX_SUBSCRIPTIONS: usize = 100;
+
+/// Open connections per organization, for the tier's connection limit.
+#[derive(Default)]
+pub struct Connections {
+    per_org: Mutex<HashMap<String, u64>>,
+}
+
+/// Releases a connection slot when the socket task ends.
+struct Slot<'a> {
+    connections: &'a Connections,
+    org_id: String,
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        let mut m = self
+            .connections
+            .per_org
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = m.get_mut(&self.org_id) {
+            *n = n.saturating_sub(1);
+        }
+    }
+}
+
+impl Connections {
+    fn take(&self, org_id: &str, limit: Option<u64>) -> Option<Slot<'_>> {
+        let mut m = self.per_org.lock().unwrap_or_else(|p| p.into_inner());
+        let n = m.entry(org_id.to_string()).or_insert(0);
+        if limit.is_some_and(|l| *n >= l) {
+            return None;
+        }
+        *n += 1;
+        Some(Slot {
+            connections: self,
+            org_id: org_id.to_string(),
+        })
+    }
+}
+
+/// Open the stream. Authenticate with `Authorization: Bearer <API_KEY>` or, where a client
+/// cannot set headers (browsers), `?access_token=<API_KEY>`.
+#[utoipa::path(get, path = "/ws", tag = "stream", security(("api_key" = [])),
+    params(("access_token" = Option<String>, Query, description = "API key, for clients that cannot send headers")),
+    responses((status = 101, description = "WebSocket upgrade; JSON messages described in docs/api.md"), (status = 400, body = crate::error::ErrorBody), (status = 401, body = crate::error::ErrorBody)))]
+pub async fn ws(
+    State(state): State<AppState>,
+    caller: Caller,
+    upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> ApiResult<Response> {
+    let upgrade = upgrade.map_err(|e| {
+        ApiError::validation(
+            "Upgrade",
+            format!(
+                "this endpoint needs a WebSocket upgrade request: {}",
+                e.body_text()
+            ),
+        )
+    })?;
+    let limits = state.config.limits.websocket(caller.tier);
+    Ok(upgrade
+        .max_message_size(MAX_MESSAGE_BYTES)
+        .on_upgrade(move |socket| run(state, caller, limits, socket)))
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
+enum ClientMessage {
+    Subscribe {
+        #[serde(default)]
+        data_source_id: Option<String>,
+        #[serde(default)]
+        asset_id: Option<String>,
+        #[serde(default)]
+        tag_name: Option<String>,
+    },
+    Unsubscribe {
+        subscription: String,
+    },
+    Ping,
+}
+
+#[derive(Clone, Debug, Serialize)]
+struct Filter {
+    data_source_id: Option<String>,
+    asset_id: Option<String>,
+    tag_name: Option<String>,
+}
+
+impl Filter {
+    fn matches(&self, p: &Point) -> bool {
+        self.asset_id.as_ref().is_none_or(|a| *a == p.asset_id)
+            && self.tag_name.as_ref().is_none_or(|t| *t == p.tag_name)
+            && self
+                .data_source_id
+                .as_ref()
+                .is_none_or(|d| p.data_source_id.as_ref() == Some(d))
+    }
+}
+
+/// Messages allowed per second, counted in whole-second windows.
+struct Rate {
+    limit: Option<u64>,
+    window: Instant,
+    count: u64,
+}
+
+impl Rate {
+    fn new(limit: Option<u64>) -> Self {
+        Self {
+            limit,
+            window: Instant::now(),
+            count: 0,
+        }
+    }
+    fn allow(&mut self) -> bool {
+        if self.window.elapsed() >= Duration::from_secs(1) {
+            self.window = Instant::now();
+            self.count = 0;
+        }
+        self.count += 1;
+        self.limit.is_none_or(|l| self.count <= l)
+    }
+}
+
+async fn close(socket: &mut WebSocket, code: u16, reason: String) {
+    let _ = socket
+        .send(Message::Close(Some(CloseFrame {
+            code,
+            reason: Utf8Bytes::from(reason),
+        })))
+        .await;
+}
+
+async fn send(socket: &mut WebSocket, value: Value) -> bool {
+    socket
+        .send(Message::Text(Utf8Bytes::from(value.to_string())))
+        .await
+        .is_ok()
+}
+
+async fn run(state: AppState, caller: Caller, limits: WebSocketLimits, mut socket: WebSocket) {
+    let tier = caller.tier;
+    let Some(_slot) = state.connections.take(&caller.org_id, limits.connections) else {
+        let reason = format!(
+            "connection limit of {} for the {tier} tier reached",
+            limits.connections.unwrap_or(0)
+        );
+        close(&mut socket, close_code::POLICY, reason).await;
+        return;
+    };
+    let mut events = state.events.subscribe();
+    let mut subscriptions: BTreeMap<String, Filter> = BTreeMap::new();
+    let mut next_id = 1_u64;
+    let mut inbound = Rate::new(limits.messages_in_per_second);
+    let mut outbound = Rate::new(limits.messages_out_per_second);
+    loop {
+        tokio::select! {
+            incoming = socket.recv() => {
+                let text = match incoming {
+                    Some(Ok(Message::Text(t))) => t,
+                    Some(Ok(Message::Binary(_))) => {
+                        close(&mut socket, close_code::UNSUPPORTED, "send JSON text messages".into()).await;
+                        return;
+                    }
+                    Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return,
+                    Some(Ok(_)) => continue, // ping/pong frames
+                };
+                if !inbound.allow() {
+                    let reason = format!("inbound message rate limit of {}/s for the {tier} tier exceeded", limits.messages_in_per_second.unwrap_or(0));
+                    close(&mut socket, close_code::POLICY, reason).await;
+                    return;
+                }
+                let reply = match serde_json::from_str::<ClientMessage>(text.as_str()) {
+                    Err(e) => json!({"type": "error", "code": "validation_error", "message": format!("invalid message: {e}")}),
+                    Ok(ClientMessage::Ping) => json!({"type": "pong"}),
+                    Ok(ClientMessage::Subscribe { data_source_id, asset_id, tag_name }) => {
+                        if subscriptions.len() >= MAX_SUBSCRIPTIONS {
+                            json!({"type": "error", "code": "validation_error", "message": format!("at most {MAX_SUBSCRIPTIONS} subscriptions per connection")})
+                        } else {
+                            let id = format!("s{next_id}");
+                            next_id += 1;
+                            let filter = Filter { data_source_id, asset_id, tag_name };
+                            let reply = json!({"type": "subscribed", "subscription": id, "filter": filter});
+                            subscriptions.insert(id, filter);
+                            reply
+                        }
+                    }
+                    Ok(ClientMessage::Unsubscribe { subscription }) => match subscriptions.remove(&subscription) {
+                        Some(_) => json!({"type": "unsubscribed", "subscription": subscription}),
+                        None => json!({"type": "error", "code": "not_found", "message": format!("no subscription {subscription}")}),
+                    },
+                };
+                if !send(&mut socket, reply).await {
+                    return;
+                }
+            }
+            event = events.recv() => {
+                let event = match event {
+                    Ok(e) => e,
+                    Err(RecvError::Lagged(n)) => {
+                        close(&mut socket, close_code::POLICY, format!("too slow: {n} events were missed; reconnect and subscribe again")).await;
+                        return;
+                    }
+                    Err(RecvError::Closed) => return,
+                };
+                let Event::Telemetry { org_id, points } = event;
+                if *org_id != *caller.org_id {
+                    continue;
+                }
+                for (id, filter) in &subscriptions {
+                    let data: Vec<Value> = points.iter().filter(|p| filter.matches(p)).map(|p| json!({
+                        "asset_id": p.asset_id,
+                        "tag_name": p.tag_name,
+                        "value": p.value,
+                        "timestamp": p.timestamp,
+                        "quality": p.quality,
+                        "data_source_id": p.data_source_id,
+                    })).collect();
+                    if data.is_empty() {
+                        continue;
+                    }
+                    if !outbound.allow() {
+                        let reason = format!("outbound message rate limit of {}/s for the {tier} tier exceeded; subscribe to fewer series", limits.messages_out_per_second.unwrap_or(0));
+                        close(&mut socket, close_code::POLICY, reason).await;
+                        return;
+                    }
+                    if !send(&mut socket, json!({"type": "telemetry", "subscription": id, "data": data})).await {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
