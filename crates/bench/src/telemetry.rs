@@ -411,10 +411,22 @@ pub async fn run(o: &Options) -> Result<()> {
         row(
             name,
             "latest of one asset, under load",
-            "plantd HTTP (memory)",
+            if url.is_some() {
+                "plantd HTTP (database)"
+            } else {
+                "plantd HTTP (memory)"
+            },
             &latest,
             "req/s",
             None,
+        );
+        let (rate, share) = fan_out(&server.addr, &keys[0], 1000, 200).await?;
+        println!(
+            "{name:<11} {:<34} {:<30} {rate:>12.0} {:<9} (delivered {:.1}% of 200 batches x 1,000 subscribers)",
+            "WebSocket fan-out, 1,000 subscribers",
+            "plantd /v1/ws",
+            "msgs/s",
+            share * 100.0
         );
         drop(server);
         if let (Some(db), Some(base_url)) = (url, &o.postgres_url) {
@@ -465,4 +477,59 @@ async fn baseline_group_by(db_url: &str, start: i64, end: i64) -> Result<Figure>
         p50_ms: pct(&lat, 0.5),
         p99_ms: pct(&lat, 0.99),
     })
+}
+
+/// Messages per second delivered to `subscribers` WebSocket clients, each subscribed to every
+/// point of the organization, while one writer ingests batches of `batch` points.
+pub async fn fan_out(
+    addr: &str,
+    key: &str,
+    subscribers: usize,
+    batches: usize,
+) -> Result<(f64, f64)> {
+    use futures_util::{SinkExt, StreamExt};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
+    let received = Arc::new(AtomicU64::new(0));
+    let mut readers = Vec::new();
+    for _ in 0..subscribers {
+        let mut req = format!("ws://{addr}/v1/ws").into_client_request()?;
+        req.headers_mut()
+            .insert("authorization", format!("Bearer {key}").parse()?);
+        let (mut ws, _) = tokio_tungstenite::connect_async(req).await?;
+        ws.send(Message::Text(
+            "{\"type\":\"subscribe\",\"asset_id\":\"fan\"}".into(),
+        ))
+        .await?;
+        let _subscribed = ws.next().await;
+        let received = received.clone();
+        readers.push(tokio::spawn(async move {
+            let mut n = 0;
+            while n < batches {
+                match ws.next().await {
+                    Some(Ok(Message::Text(_))) => {
+                        n += 1;
+                        received.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Some(Ok(_)) => {}
+                    _ => break,
+                }
+            }
+        }));
+    }
+    let mut sender = connect(addr).await?;
+    let started = Instant::now();
+    for b in 0..batches {
+        let first = now_ms() - 60_000 + b as i64 * 100;
+        if post(&mut sender, addr, key, body("fan", first, 1, 10)).await? != 200 {
+            bail!("fan-out ingest failed");
+        }
+    }
+    for r in readers {
+        let _ = tokio::time::timeout(Duration::from_secs(60), r).await;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let delivered = received.load(Ordering::Relaxed) as f64;
+    Ok((delivered / secs, delivered / (subscribers * batches) as f64))
 }

@@ -537,6 +537,9 @@ async fn retention_deletes_each_level_and_rollups_keep_answering() {
         })
         .collect();
     assert_eq!(tsdb.ingest(&org.id, &points).await.unwrap(), 120);
+    // Storage for the quota: 120 raw points plus their rollup rows, counted from the database.
+    let used = tsdb.storage_bytes(&org.id).await.unwrap();
+    assert!(used > 120 * plantd_tsdb::RAW_POINT_BYTES, "{used}");
     let filter = plantd_tsdb::TelemetryFilter {
         data_source_id: None,
         asset_id: Some("A".into()),
@@ -556,6 +559,11 @@ async fn retention_deletes_each_level_and_rollups_keep_answering() {
     let later = |days_x10: i64| Timestamp::from_millis(start + 2 * HOUR + days_x10 * day / 10);
     let r = tsdb.enforce_retention(later(15)).await.unwrap();
     assert_eq!(r.raw_deleted, 120);
+    assert_eq!(
+        tsdb.storage_bytes(&org.id).await.unwrap(),
+        used - 120 * plantd_tsdb::RAW_POINT_BYTES,
+        "retention frees quota"
+    );
     assert_eq!(
         tsdb.query_raw(&org.id, &filter, page).await.unwrap().total,
         0

@@ -121,6 +121,7 @@ impl Tsdb {
         }
         drop(series);
         self.latest.observe(org_id, points);
+        self.storage.add(org_id, rows.len());
         Ok(rows.len())
     }
 }

@@ -8,10 +8,12 @@ mod ingest;
 mod latest;
 mod query;
 mod retention;
+mod storage;
 
 pub use latest::LatestValue;
 pub use query::{AggregatedRow, RawRow, TelemetryFilter};
 pub use retention::{Retention, RetentionReport};
+pub use storage::{RAW_POINT_BYTES, ROLLUP_ROW_BYTES, over_quota};
 
 use plantd_store::{Backend, Store};
 use std::collections::HashMap;
@@ -53,6 +55,7 @@ pub struct Tsdb {
     retention: Retention,
     series: Mutex<HashMap<SeriesKey, SeriesEntry>>,
     latest: latest::LatestCache,
+    storage: storage::StorageUsage,
 }
 
 impl Tsdb {
@@ -65,6 +68,7 @@ impl Tsdb {
             retention,
             series: Mutex::default(),
             latest: latest::LatestCache::new(trusted),
+            storage: Default::default(),
         }
     }
 

@@ -94,6 +94,7 @@ impl Tsdb {
                         .rows_affected();
             }
         }
+        self.recount_storage().await?;
         Ok(report)
     }
 }

@@ -94,6 +94,23 @@ pub async fn ingest(
     if !errors.is_empty() {
         return Err(ApiError::Validation(errors));
     }
+    if let Some(limit_gb) = state.config.limits.telemetry(caller.tier).storage_gb {
+        let used = state
+            .tsdb
+            .storage_bytes(&caller.org_id)
+            .await
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
+        if plantd_tsdb::over_quota(used, points.len(), limit_gb) {
+            return Err(ApiError::RateLimited {
+                message: format!(
+                    "storage quota of {limit_gb} GB for the {} tier reached ({:.3} GB used); retention frees space, or raise the tier",
+                    caller.tier,
+                    used as f64 / 1e9
+                ),
+                retry_after: state.config.retention_interval.as_secs().max(1),
+            });
+        }
+    }
     admit_points(&state, &caller, points.len() as u64, now)?;
     let accepted = state
         .tsdb
