@@ -601,3 +601,65 @@ async fn retention_deletes_each_level_and_rollups_keep_answering() {
         let _ = std::fs::remove_dir_all(d);
     }
 }
+
+/// Concurrent batches into the same series and minute: every rollup still counts every point.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_batches_into_one_bucket_keep_rollups_exact() {
+    let app = spawn_app().await;
+    let b = base();
+    let mut tasks = Vec::new();
+    for w in 0..8_i64 {
+        let (client, url, key) = (
+            app.client.clone(),
+            format!("{}/telemetry", app.base),
+            app.admin_key.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            for round in 0..25_i64 {
+                // All writers interleave timestamps inside the same minute.
+                let points: Vec<Value> = (0..200)
+                    .map(|i| point("C", "V", 1.0, b + (round * 1600 + i * 8 + w)))
+                    .collect();
+                let r = client
+                    .post(&url)
+                    .bearer_auth(&key)
+                    .json(&json!({"data": points}))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), 200);
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let k = app.admin_key.as_str();
+    let raw = app
+        .get(
+            &format!(
+                "/telemetry?asset_id=C&start={}&end={}&per_page=1",
+                ts(b),
+                ts(b + HOUR)
+            ),
+            k,
+        )
+        .await
+        .expect(200);
+    assert_eq!(raw.json["meta"]["total"], 40_000);
+    for interval in ["1m", "1h", "1d"] {
+        let q = format!(
+            "/telemetry?asset_id=C&aggregation=count&interval={interval}&start={}&end={}",
+            ts(b - 86_400_000),
+            ts(b + 86_400_000)
+        );
+        let r = app.get(&q, k).await.expect(200);
+        let total: f64 = r.json["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|row| row["value"].as_f64().unwrap())
+            .sum();
+        assert_eq!(total, 40_000.0, "{interval}: {}", r.text);
+    }
+}

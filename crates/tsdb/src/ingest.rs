@@ -22,6 +22,16 @@ impl Tsdb {
             .begin_write()
             .await
             .map_err(crate::TsdbError::from_store)?;
+        if self.store.backend() == plantd_store::Backend::Postgres {
+            // Rollups are recomputed from what the transaction sees. Two batches of one
+            // organization must not recompute the same bucket from different snapshots (the later
+            // upsert would drop the other's points), so they take turns, across API nodes too.
+            // SQLite needs nothing: its write gate already serializes whole transactions.
+            sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                .bind(org_lock_key(org_id))
+                .execute(&mut *tx)
+                .await?;
+        }
         // Series ids, creating series (and linking data sources) inside the transaction.
         let mut ids: HashMap<(&str, &str), i64> = HashMap::new();
         let mut created: Vec<(crate::SeriesKey, crate::SeriesEntry)> = Vec::new();
@@ -124,6 +134,16 @@ impl Tsdb {
         self.storage.add(org_id, rows.len());
         Ok(rows.len())
     }
+}
+
+/// A stable 64-bit key for an organization's ingest lock (FNV-1a of its id).
+fn org_lock_key(org_id: &str) -> i64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in org_id.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h as i64
 }
 
 /// The `n`-th bind placeholder. SQLite gets bare `?`: with `$N`, binding looks every name up in
