@@ -50,6 +50,14 @@ impl ApiError {
         ApiError::NotFound(format!("{what} not found"))
     }
 
+    /// Maps a store error, naming what is missing: `.map_err(ApiError::missing("data source"))`.
+    pub fn missing(what: &'static str) -> impl Fn(StoreError) -> ApiError {
+        move |e| match e {
+            StoreError::NotFound => ApiError::not_found(what),
+            other => other.into(),
+        }
+    }
+
     pub fn code(&self) -> &'static str {
         match self {
             ApiError::Validation(_) => "validation_error",

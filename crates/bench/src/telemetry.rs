@@ -20,25 +20,7 @@ fn now_ms() -> i64 {
 }
 
 fn rfc3339(ms: i64) -> String {
-    // Days to civil date (H. Hinnant), as the server does.
-    let days = ms.div_euclid(DAY);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    let sod = ms.rem_euclid(DAY) / 1000;
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        sod / 3600,
-        sod % 3600 / 60,
-        sod % 60,
-        ms.rem_euclid(1000)
-    )
+    plantd_model::Timestamp::from_millis(ms).to_rfc3339()
 }
 
 fn body(asset: &str, first_ts: i64, step: i64, n: usize) -> Bytes {

@@ -6,7 +6,7 @@ use plantd_model::api_key::{ApiKey, ApiKeyStatus, ApiKeyUsageRow};
 use plantd_model::page::PageQuery;
 use plantd_model::validation::Validator;
 use plantd_model::{Scope, Timestamp};
-use plantd_store::{NewApiKey, StoreError};
+use plantd_store::NewApiKey;
 use serde::{Deserialize, Serialize};
 
 use crate::envelope::{Data, List, created, list, no_content, ok};
@@ -143,7 +143,7 @@ pub async fn revoke_api_key(
         .store
         .revoke_api_key(&caller.org_id, &id)
         .await
-        .map_err(not_found)?;
+        .map_err(ApiError::missing("API key"))?;
     state.keys.forget_key(&id);
     Ok(no_content())
 }
@@ -160,7 +160,7 @@ pub async fn rotate_api_key(
         .store
         .api_key(&caller.org_id, &id)
         .await
-        .map_err(not_found)?;
+        .map_err(ApiError::missing("API key"))?;
     match current.status(Timestamp::now()) {
         ApiKeyStatus::Revoked => {
             return Err(ApiError::Conflict("a revoked key cannot be rotated".into()));
@@ -177,7 +177,7 @@ pub async fn rotate_api_key(
         .store
         .rotate_api_key(&caller.org_id, &id, &secret.display_prefix, &secret.hash)
         .await
-        .map_err(not_found)?;
+        .map_err(ApiError::missing("API key"))?;
     state.keys.forget_key(&id);
     Ok(ok(ApiKeyWithSecret {
         key: key.into(),
@@ -199,17 +199,10 @@ pub async fn api_key_usage(
         .store
         .api_key(&caller.org_id, &id)
         .await
-        .map_err(not_found)?;
+        .map_err(ApiError::missing("API key"))?;
     if let Err(e) = state.usage.flush(&state.store).await {
         tracing::warn!(error = %e, "could not flush usage counts before reading them");
     }
     let paged = state.store.api_key_usage(&caller.org_id, &id, page).await?;
     Ok(list(page, paged, |r| r))
-}
-
-fn not_found(e: StoreError) -> ApiError {
-    match e {
-        StoreError::NotFound => ApiError::not_found("API key"),
-        other => other.into(),
-    }
 }

@@ -6,7 +6,7 @@ use axum::response::{IntoResponse, Response};
 use plantd_model::Timestamp;
 use plantd_model::audit::{AuditRecord, Severity};
 use plantd_model::page::PageQuery;
-use plantd_store::{AuditFilter, AuditSummary, StoreError};
+use plantd_store::{AuditFilter, AuditSummary};
 use serde::Deserialize;
 
 use crate::envelope::{Data, List, list, ok};
@@ -144,10 +144,7 @@ pub async fn get_log(
         .store
         .audit_log(&caller.org_id, &id)
         .await
-        .map_err(|e| match e {
-            StoreError::NotFound => ApiError::not_found("audit record"),
-            other => other.into(),
-        })?;
+        .map_err(ApiError::missing("audit record"))?;
     Ok(ok(record))
 }
 

@@ -243,7 +243,7 @@ pub async fn get_data_source(
         .store
         .data_source(&caller.org_id, &id)
         .await
-        .map_err(not_found)?;
+        .map_err(ApiError::missing("data source"))?;
     Ok(ok(DataSourceView::from(ds)))
 }
 
@@ -262,7 +262,7 @@ pub async fn update_data_source(
         .store
         .data_source(&caller.org_id, &id)
         .await
-        .map_err(not_found)?;
+        .map_err(ApiError::missing("data source"))?;
     let mut v = Validator::new();
     if let Some(name) = &body.name {
         v.text("name", name, MAX_NAME_LEN);
@@ -291,7 +291,7 @@ pub async fn update_data_source(
         .store
         .update_data_source(&caller.org_id, &id, update)
         .await
-        .map_err(not_found)?;
+        .map_err(ApiError::missing("data source"))?;
     Ok(ok(DataSourceView::from(ds)))
 }
 
@@ -322,7 +322,7 @@ pub async fn delete_data_source(
         .store
         .delete_data_source(&caller.org_id, &id)
         .await
-        .map_err(not_found)?;
+        .map_err(ApiError::missing("data source"))?;
     Ok(no_content())
 }
 
@@ -341,7 +341,7 @@ pub async fn test_data_source(
         .store
         .data_source(&caller.org_id, &id)
         .await
-        .map_err(not_found)?;
+        .map_err(ApiError::missing("data source"))?;
     let target = data_source::network_target(ds.source_type, &ds.config).ok_or_else(|| {
         ApiError::Internal(format!(
             "stored config of data source {id} has no network target"
@@ -402,12 +402,5 @@ fn describe_io_error(e: &std::io::Error, addr: &str) -> String {
         HostUnreachable | NetworkUnreachable => format!("{addr} is unreachable from this server"),
         PermissionDenied => format!("connecting to {addr} is not permitted"),
         _ => format!("could not connect to {addr}: {e}"),
-    }
-}
-
-fn not_found(e: plantd_store::StoreError) -> ApiError {
-    match e {
-        plantd_store::StoreError::NotFound => ApiError::not_found("data source"),
-        other => other.into(),
     }
 }

@@ -6,7 +6,7 @@ use plantd_model::Timestamp;
 use plantd_model::org::{Member, MemberStatus, Organization, Role};
 use plantd_model::page::PageQuery;
 use plantd_model::validation::Validator;
-use plantd_store::{NewUser, StoreError};
+use plantd_store::NewUser;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -156,10 +156,7 @@ pub async fn remove_member(
         .store
         .remove_member(&caller.org_id, &id)
         .await
-        .map_err(|e| match e {
-            StoreError::NotFound => ApiError::not_found("member"),
-            other => other.into(),
-        })?;
+        .map_err(ApiError::missing("member"))?;
     Ok(no_content())
 }
 
