@@ -12,6 +12,156 @@ use crate::{LEVELS, Result, Tsdb, floor_to, runs};
 const ROWS_PER_INSERT: usize = 500;
 /// Ranges per rollup statement (3 parameters each).
 const RANGES_PER_STATEMENT: usize = 300;
+/// Bucket deltas per statement (6 parameters each).
+const DELTAS_PER_STATEMENT: usize = 150;
+/// Keys looked up per statement (2 parameters each).
+const KEYS_PER_STATEMENT: usize = 400;
+
+/// A raw point as written: ((series, ts), (value, quality)).
+type RawPoint = ((i64, i64), (f64, i16));
+
+/// What new points add to a bucket.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Delta {
+    count: i64,
+    sum: f64,
+    min: f64,
+    max: f64,
+}
+
+impl Delta {
+    const EMPTY: Delta = Delta {
+        count: 0,
+        sum: 0.0,
+        min: f64::INFINITY,
+        max: f64::NEG_INFINITY,
+    };
+    fn of(v: f64) -> Self {
+        Delta {
+            count: 1,
+            sum: v,
+            min: v,
+            max: v,
+        }
+    }
+    fn merge(self, o: Delta) -> Self {
+        Delta {
+            count: self.count + o.count,
+            sum: self.sum + o.sum,
+            min: self.min.min(o.min),
+            max: self.max.max(o.max),
+        }
+    }
+}
+
+/// The batch's keys that already hold a point. Only keys at or before their series' newest
+/// stored timestamp can, so appends (the usual case) cost one index probe per series.
+async fn find_replaced(
+    tx: &mut plantd_store::WriteTx,
+    sqlite: bool,
+    rows: &[RawPoint],
+) -> Result<std::collections::HashSet<(i64, i64)>> {
+    let series: Vec<i64> = rows
+        .iter()
+        .map(|((s, _), _)| *s)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let mut newest: HashMap<i64, i64> = HashMap::new();
+    for chunk in series.chunks(KEYS_PER_STATEMENT) {
+        let values = (0..chunk.len())
+            .map(|i| format!("(CAST({} AS BIGINT))", placeholder(sqlite, i + 1)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!(
+            "WITH k (id) AS (VALUES {values}) \
+             SELECT k.id AS id, (SELECT MAX(r.ts) FROM telemetry_raw r WHERE r.series_id = k.id) AS newest FROM k"
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for s in chunk {
+            q = q.bind(*s);
+        }
+        for row in q.fetch_all(&mut **tx).await? {
+            if let Some(n) = row.try_get::<Option<i64>, _>("newest")? {
+                newest.insert(row.try_get("id")?, n);
+            }
+        }
+    }
+    let candidates: Vec<(i64, i64)> = rows
+        .iter()
+        .map(|(k, _)| *k)
+        .filter(|(s, t)| newest.get(s).is_some_and(|n| t <= n))
+        .collect();
+    let mut replaced = std::collections::HashSet::new();
+    for chunk in candidates.chunks(KEYS_PER_STATEMENT) {
+        let values = (0..chunk.len())
+            .map(|i| {
+                let p = |k: usize| placeholder(sqlite, i * 2 + k);
+                format!("(CAST({} AS BIGINT), CAST({} AS BIGINT))", p(1), p(2))
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!(
+            "WITH k (s, t) AS (VALUES {values}) \
+             SELECT r.series_id AS s, r.ts AS t FROM telemetry_raw r JOIN k ON r.series_id = k.s AND r.ts = k.t"
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for (s, t) in chunk {
+            q = q.bind(*s).bind(*t);
+        }
+        for row in q.fetch_all(&mut **tx).await? {
+            replaced.insert((row.try_get("s")?, row.try_get("t")?));
+        }
+    }
+    Ok(replaced)
+}
+
+/// Adds deltas to `level` buckets (creating them when new).
+async fn add_deltas(
+    tx: &mut plantd_store::WriteTx,
+    sqlite: bool,
+    level: i16,
+    deltas: &[(i64, i64, Delta)],
+) -> Result<()> {
+    let values = (0..deltas.len())
+        .map(|i| {
+            let p = |k: usize| placeholder(sqlite, i * 6 + k);
+            format!(
+                "({level}, {}, {}, {}, {}, {}, {})",
+                p(1),
+                p(2),
+                p(3),
+                p(4),
+                p(5),
+                p(6)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    let (least, greatest) = if sqlite {
+        ("MIN", "MAX")
+    } else {
+        ("LEAST", "GREATEST")
+    };
+    let sql = format!(
+        "INSERT INTO telemetry_rollup (level, series_id, bucket, count, sum, min, max) VALUES {values} \
+         ON CONFLICT (level, series_id, bucket) DO UPDATE SET count = telemetry_rollup.count + excluded.count, \
+         sum = telemetry_rollup.sum + excluded.sum, min = {least}(telemetry_rollup.min, excluded.min), \
+         max = {greatest}(telemetry_rollup.max, excluded.max)"
+    );
+    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for (s, b, d) in deltas {
+        q = q
+            .bind(*s)
+            .bind(*b)
+            .bind(d.count)
+            .bind(d.sum)
+            .bind(d.min)
+            .bind(d.max);
+    }
+    q.execute(&mut **tx).await?;
+    Ok(())
+}
 
 impl Tsdb {
     /// Stores a validated batch, all or nothing. Returns the number of points accepted (points
@@ -82,6 +232,8 @@ impl Tsdb {
         }
         let rows: Vec<_> = rows.into_iter().collect();
         let sqlite = self.store.backend() == plantd_store::Backend::Sqlite;
+        // Which points replace stored ones: their buckets are recomputed, the others get deltas.
+        let replaced = find_replaced(&mut tx, sqlite, &rows).await?;
         for chunk in rows.chunks(ROWS_PER_INSERT) {
             let mut sql =
                 String::from("INSERT INTO telemetry_raw (series_id, ts, value, quality) VALUES ");
@@ -99,24 +251,46 @@ impl Tsdb {
             }
             q.execute(&mut *tx).await?;
         }
-        // Touched buckets per level, recomputed from the level below.
-        let mut touched: BTreeSet<(i64, i64)> = rows.iter().map(|((s, ts), _)| (*s, *ts)).collect();
+        // Rollups per level: buckets holding only new points add their delta; buckets where a
+        // point was replaced (`None`) are recomputed from the level below.
+        let mut touched: BTreeMap<(i64, i64), Option<Delta>> = BTreeMap::new();
+        for ((series, ts), (value, _)) in &rows {
+            let delta = (!replaced.contains(&(*series, *ts))).then(|| Delta::of(*value));
+            touched.insert((*series, *ts), delta);
+        }
         let mut source_width = 1;
         for (level, width) in LEVELS {
-            let buckets: BTreeSet<(i64, i64)> = touched
-                .iter()
-                .map(|(s, t)| (*s, floor_to(*t, width)))
-                .collect();
-            let mut ranges = Vec::new();
-            let mut per_series: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
-            for (s, b) in &buckets {
-                per_series.entry(*s).or_default().push(*b);
+            let mut buckets: BTreeMap<(i64, i64), Option<Delta>> = BTreeMap::new();
+            for ((s, t), d) in &touched {
+                let entry = buckets
+                    .entry((*s, floor_to(*t, width)))
+                    .or_insert(Some(Delta::EMPTY));
+                *entry = match (*entry, d) {
+                    (Some(acc), Some(d)) => Some(acc.merge(*d)),
+                    _ => None,
+                };
             }
-            for (s, bs) in &per_series {
-                for (lo, hi) in runs(bs, width) {
-                    ranges.push((*s, lo, hi));
+            let deltas: Vec<(i64, i64, Delta)> = buckets
+                .iter()
+                .filter_map(|((s, b), d)| d.map(|d| (*s, *b, d)))
+                .collect();
+            for chunk in deltas.chunks(DELTAS_PER_STATEMENT) {
+                add_deltas(&mut tx, sqlite, level, chunk).await?;
+            }
+            let mut per_series: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
+            for ((s, b), d) in &buckets {
+                if d.is_none() {
+                    per_series.entry(*s).or_default().push(*b);
                 }
             }
+            let ranges: Vec<(i64, i64, i64)> = per_series
+                .iter()
+                .flat_map(|(s, bs)| {
+                    runs(bs, width)
+                        .into_iter()
+                        .map(move |(lo, hi)| (*s, lo, hi))
+                })
+                .collect();
             for chunk in ranges.chunks(RANGES_PER_STATEMENT) {
                 recompute(&mut tx, sqlite, level, width, source_width, chunk).await?;
             }
