@@ -54,7 +54,8 @@ impl Delta {
     }
 }
 
-/// The batch's keys that already hold a point. Only keys at or before their series' newest
+/// The batch's keys that already hold a point (a correlated EXISTS, so each key is one primary
+/// key probe: a join let SQLite scan the raw table instead, minutes on millions of rows). Only keys at or before their series' newest
 /// stored timestamp can, so appends (the usual case) cost one index probe per series.
 async fn find_replaced(
     tx: &mut plantd_store::WriteTx,
@@ -103,7 +104,8 @@ async fn find_replaced(
             .join(", ");
         let sql = format!(
             "WITH k (s, t) AS (VALUES {values}) \
-             SELECT r.series_id AS s, r.ts AS t FROM telemetry_raw r JOIN k ON r.series_id = k.s AND r.ts = k.t"
+             SELECT k.s AS s, k.t AS t FROM k \
+             WHERE EXISTS (SELECT 1 FROM telemetry_raw r WHERE r.series_id = k.s AND r.ts = k.t)"
         );
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
         for (s, t) in chunk {
