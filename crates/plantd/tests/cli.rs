@@ -2,64 +2,13 @@
 //! work beside the running server and print only what they create, SIGTERM stops it gracefully,
 //! and a typo'd database URL is an error.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+use plantd_test_support::ServerProcess;
+use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_plantd");
 
-struct Server {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-    base: String,
-    printed: Vec<String>,
-}
-
-fn start(args: &[&str]) -> Server {
-    let mut child = Command::new(BIN)
-        .arg("serve")
-        .args(["--listen", "127.0.0.1:0"])
-        .args(args)
-        .env("PLANTD_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start plantd serve");
-    let stdout = child.stdout.take().unwrap();
-    let (tx, lines) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let mut printed = Vec::new();
-    let mut base = String::new();
-    // Generous bound so a loaded machine does not fail the test; a healthy start takes < 1 s.
-    while let Ok(line) = lines.recv_timeout(Duration::from_secs(60)) {
-        if let Some(addr) = line.split("listening on ").nth(1) {
-            base = addr.trim().to_string();
-        }
-        let done = line.starts_with("database:");
-        printed.push(line);
-        if done {
-            break;
-        }
-    }
-    assert!(
-        !base.is_empty(),
-        "server did not report its address: {printed:?}"
-    );
-    // First-start lines follow the database line when there are any.
-    while let Ok(line) = lines.recv_timeout(Duration::from_millis(500)) {
-        printed.push(line);
-    }
-    Server {
-        child,
-        lines,
-        base,
-        printed,
-    }
+fn start(args: &[&str]) -> ServerProcess {
+    ServerProcess::start(BIN, args)
 }
 
 fn run(args: &[&str]) -> (bool, String, String) {
@@ -69,25 +18,6 @@ fn run(args: &[&str]) -> (bool, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-fn terminate(server: &mut Server) -> std::process::ExitStatus {
-    let pid = server.child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    for _ in 0..600 {
-        if let Some(status) = server.child.try_wait().unwrap() {
-            return status;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let _ = server.child.kill();
-    panic!("plantd did not stop within 60 s of SIGTERM");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -243,12 +173,12 @@ async fn first_start_operator_commands_and_graceful_shutdown() {
     .concat());
     assert!(!ok && err.contains("unknown tier"), "{err}");
 
-    let status = terminate(&mut server);
+    let status = server.stop("TERM");
     assert!(
         status.success(),
         "graceful shutdown exits 0, got {status:?}"
     );
-    drop(server.lines);
+    drop(server);
 
     // A second start does not print a password again, and the data is still there.
     let mut again = start(&storage);
@@ -270,7 +200,7 @@ async fn first_start_operator_commands_and_graceful_shutdown() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    terminate(&mut again);
+    again.stop("TERM");
     if temp_dir.is_none() {
         let _ = std::fs::remove_dir_all(&data_dir);
     }

@@ -1,34 +1,11 @@
 //! Acknowledged telemetry survives a crash: ingest through the real binary, SIGKILL it while
 //! batches are in flight, restart, and find every point whose batch was acknowledged.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use plantd_test_support::ServerProcess;
+use std::process::Command;
 use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_plantd");
-
-fn start(storage: &[&str]) -> (Child, String) {
-    let mut child = Command::new(BIN)
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .args(storage)
-        .env("PLANTD_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start plantd");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut base = String::new();
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        if let Some(a) = line.split("listening on ").nth(1) {
-            base = a.trim().to_string();
-            break;
-        }
-    }
-    std::thread::spawn(move || for _ in lines {});
-    assert!(!base.is_empty());
-    (child, base)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_points_survive_sigkill() {
@@ -43,7 +20,8 @@ async fn acknowledged_points_survive_sigkill() {
         "--database-url",
         db_url.as_str(),
     ];
-    let (mut child, base) = start(&storage);
+    let mut server = ServerProcess::start(BIN, &storage);
+    let base = server.base.clone();
     let out = Command::new(BIN)
         .args(["keys", "create", "--name", "k", "--scopes", "admin"])
         .args(storage)
@@ -86,17 +64,14 @@ async fn acknowledged_points_survive_sigkill() {
     while acknowledged.load(std::sync::atomic::Ordering::SeqCst) < 5_000 {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    Command::new("kill")
-        .args(["-KILL", &child.id().to_string()])
-        .status()
-        .unwrap();
-    let _ = child.wait();
+    server.stop("KILL");
     for w in writers {
         let _ = w.await;
     }
     let acked = acknowledged.load(std::sync::atomic::Ordering::SeqCst);
 
-    let (mut child, base) = start(&storage);
+    let mut server = ServerProcess::start(BIN, &storage);
+    let base = server.base.clone();
     let mut stored = 0;
     for w in 0..2 {
         let url = format!(
@@ -121,11 +96,7 @@ async fn acknowledged_points_survive_sigkill() {
     );
     // Batches are atomic: whatever was stored beyond the acknowledged ones is whole batches.
     assert_eq!(stored % 500, 0, "a partial batch survived: {stored}");
-    Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    let _ = child.wait();
+    server.stop("TERM");
     if temp_dir.is_none() {
         let _ = std::fs::remove_dir_all(&data_dir);
     }

@@ -2,6 +2,10 @@
 //! SQLite file in a temporary directory, or a new PostgreSQL database on the server named by
 //! `PLANTD_TEST_DATABASE_URL`) and talks HTTP to it.
 
+mod process;
+
+pub use process::ServerProcess;
+
 use plantd_api::{ApiConfig, operator};
 use plantd_model::{Scope, Tier};
 use plantd_store::Store;
