@@ -16,6 +16,18 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ValidJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let JsonBytes(bytes) = JsonBytes::from_request(req, state).await?;
+        parse_json(&bytes).map(ValidJson)
+    }
+}
+
+/// The bytes of a body declared as JSON (or undeclared), for handlers that parse it themselves.
+pub struct JsonBytes(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for JsonBytes {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         if let Some(ct) = req.headers().get(header::CONTENT_TYPE) {
             let ct = ct.to_str().unwrap_or_default().to_ascii_lowercase();
             if !(ct.starts_with("application/json") || ct.contains("+json")) {
@@ -25,13 +37,15 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ValidJson<T> {
                 ));
             }
         }
-        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
-            ApiError::validation(
-                "body",
-                format!("could not read the request body: {}", e.body_text()),
-            )
-        })?;
-        parse_json(&bytes).map(ValidJson)
+        Bytes::from_request(req, state)
+            .await
+            .map(JsonBytes)
+            .map_err(|e| {
+                ApiError::validation(
+                    "body",
+                    format!("could not read the request body: {}", e.body_text()),
+                )
+            })
     }
 }
 

@@ -536,7 +536,12 @@ async fn retention_deletes_each_level_and_rollups_keep_answering() {
             data_source_id: None,
         })
         .collect();
-    assert_eq!(tsdb.ingest(&org.id, &points).await.unwrap(), 120);
+    assert_eq!(
+        tsdb.ingest(&org.id, std::sync::Arc::new(points.clone()))
+            .await
+            .unwrap(),
+        120
+    );
     // Storage for the quota: 120 raw points plus their rollup rows, counted from the database.
     let used = tsdb.storage_bytes(&org.id).await.unwrap();
     assert!(used > 120 * plantd_tsdb::RAW_POINT_BYTES, "{used}");

@@ -65,8 +65,9 @@ impl Tsdb {
         tags: Option<&[String]>,
     ) -> Result<Vec<LatestValue>> {
         let key = (org_id.to_string(), asset_id.to_string());
-        let cached = if self.latest.trusted {
-            self.latest
+        let cached = if self.shared.latest.trusted {
+            self.shared
+                .latest
                 .assets
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -79,8 +80,13 @@ impl Tsdb {
             Some(all) => all,
             None => {
                 let loaded = self.load_latest(org_id, asset_id).await?;
-                if self.latest.trusted {
-                    let mut assets = self.latest.assets.lock().unwrap_or_else(|p| p.into_inner());
+                if self.shared.latest.trusted {
+                    let mut assets = self
+                        .shared
+                        .latest
+                        .assets
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner());
                     // An ingest that committed meanwhile may already be newer than what was read.
                     let entry = assets.entry(key).or_default();
                     for (tag, v) in &loaded {

@@ -17,7 +17,7 @@ pub use storage::{RAW_POINT_BYTES, ROLLUP_ROW_BYTES, over_quota};
 
 use plantd_store::{Backend, Store};
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 
 pub const MINUTE: i64 = 60_000;
 pub const HOUR: i64 = 3_600_000;
@@ -51,6 +51,13 @@ pub(crate) type SeriesKey = (String, String, String);
 pub(crate) type SeriesEntry = (i64, Option<String>);
 
 pub struct Tsdb {
+    shared: Arc<Shared>,
+    /// The ingest writer's queue, started with the first batch.
+    writer: OnceLock<tokio::sync::mpsc::Sender<ingest::Job>>,
+}
+
+/// What the ingest writer task shares with the handle.
+pub(crate) struct Shared {
     store: Store,
     retention: Retention,
     series: Mutex<HashMap<SeriesKey, SeriesEntry>>,
@@ -64,20 +71,23 @@ impl Tsdb {
         // one server per SQLite database. Several nodes on PostgreSQL read them from the database.
         let trusted = store.backend() == Backend::Sqlite;
         Self {
-            store,
-            retention,
-            series: Mutex::default(),
-            latest: latest::LatestCache::new(trusted),
-            storage: Default::default(),
+            shared: Arc::new(Shared {
+                store,
+                retention,
+                series: Mutex::default(),
+                latest: latest::LatestCache::new(trusted),
+                storage: Default::default(),
+            }),
+            writer: OnceLock::new(),
         }
     }
 
     pub fn retention(&self) -> &Retention {
-        &self.retention
+        &self.shared.retention
     }
 
     pub(crate) fn pool(&self) -> &sqlx::AnyPool {
-        self.store.pool()
+        self.shared.store.pool()
     }
 }
 

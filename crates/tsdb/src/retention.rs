@@ -59,7 +59,7 @@ impl Tsdb {
     /// Deletes what each level's retention has passed, series by series (each delete uses the
     /// primary key).
     pub async fn enforce_retention(&self, now: Timestamp) -> Result<RetentionReport> {
-        let r = self.retention;
+        let r = self.shared.retention;
         let ids: Vec<i64> = sqlx::query("SELECT id FROM telemetry_series")
             .fetch_all(self.pool())
             .await?
@@ -70,7 +70,7 @@ impl Tsdb {
         let mut report = RetentionReport::default();
         for id in ids {
             // One series at a time behind the write gate, so ingest is never held up for long.
-            let _gate = self.store.write_guard().await;
+            let _gate = self.shared.store.write_guard().await;
             report.raw_deleted +=
                 sqlx::query("DELETE FROM telemetry_raw WHERE series_id = $1 AND ts < $2")
                     .bind(id)

@@ -36,6 +36,7 @@ impl Tsdb {
     /// Estimated bytes of telemetry an organization stores.
     pub async fn storage_bytes(&self, org_id: &str) -> Result<u64> {
         if let Some(b) = self
+            .shared
             .storage
             .bytes
             .lock()
@@ -45,7 +46,8 @@ impl Tsdb {
             return Ok(*b);
         }
         let b = self.count_storage(org_id).await?;
-        self.storage
+        self.shared
+            .storage
             .bytes
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -74,6 +76,7 @@ impl Tsdb {
     /// Reads every known organization's usage again (after retention deleted data).
     pub async fn recount_storage(&self) -> Result<()> {
         let orgs: Vec<String> = self
+            .shared
             .storage
             .bytes
             .lock()
@@ -83,7 +86,8 @@ impl Tsdb {
             .collect();
         for org in orgs {
             let b = self.count_storage(&org).await?;
-            self.storage
+            self.shared
+                .storage
                 .bytes
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())

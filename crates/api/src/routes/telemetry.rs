@@ -3,16 +3,18 @@
 use axum::extract::State;
 use axum::response::Response;
 use plantd_model::page::PageQuery;
-use plantd_model::telemetry::{Aggregation, Interval, Quality, check_name, validate_points};
+use plantd_model::telemetry::{
+    Aggregation, Interval, Point, Quality, check_name, parse_batch, validate_points,
+};
 use plantd_model::{FieldError, Timestamp};
 use plantd_tsdb::{AggregatedRow, RawRow, TelemetryFilter};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::collections::HashSet;
+use std::sync::Arc;
 
 use crate::envelope::{Data, List, list, ok};
 use crate::error::{ApiError, ApiResult, ErrorBody};
-use crate::extract::{ValidJson, ValidQuery};
+use crate::extract::{JsonBytes, ValidQuery, parse_json};
 use crate::rate_limit::{Bucket, Decision, Window};
 use crate::routes::page_of;
 use crate::state::{AppState, Caller};
@@ -57,43 +59,22 @@ pub struct IngestResult {
 pub async fn ingest(
     State(state): State<AppState>,
     caller: Caller,
-    ValidJson(body): ValidJson<IngestBody>,
+    JsonBytes(bytes): JsonBytes,
 ) -> ApiResult<Response> {
     let now = Timestamp::now();
     let oldest = state.tsdb.retention().oldest_accepted(now);
-    let points = validate_points(&body.data, body.data_source_id.as_deref(), now, oldest)
-        .map_err(ApiError::Validation)?;
-    // Every named data source must be one of the caller's organization.
-    let known: HashSet<String> = state
-        .store
-        .org_data_sources(&caller.org_id)
-        .await?
-        .iter()
-        .map(|d| d.id.clone())
-        .collect();
-    let mut errors = Vec::new();
-    if let Some(ds) = &body.data_source_id
-        && !known.contains(ds)
-    {
-        errors.push(FieldError::new(
-            "data_source_id",
-            "is not a data source of this organization",
-        ));
-    }
-    for (i, item) in body.data.iter().enumerate() {
-        if let Some(ds) = item.get("data_source_id").and_then(Value::as_str)
-            && !known.contains(ds)
-            && errors.len() < plantd_model::telemetry::MAX_DETAILS
-        {
-            errors.push(FieldError::new(
-                format!("data[{i}].data_source_id"),
-                "is not a data source of this organization",
-            ));
+    // A valid body is read straight into points; anything off is read again the detailed way,
+    // which names every bad field.
+    let (points, batch_source) = match parse_batch(&bytes, now, oldest) {
+        Some(batch) => batch,
+        None => {
+            let body: IngestBody = parse_json(&bytes)?;
+            let points = validate_points(&body.data, body.data_source_id.as_deref(), now, oldest)
+                .map_err(ApiError::Validation)?;
+            (points, body.data_source_id)
         }
-    }
-    if !errors.is_empty() {
-        return Err(ApiError::Validation(errors));
-    }
+    };
+    check_sources(&state, &caller, &points, batch_source.as_deref()).await?;
     if let Some(limit_gb) = state.config.limits.telemetry(caller.tier).storage_gb {
         let used = state
             .tsdb
@@ -112,17 +93,64 @@ pub async fn ingest(
         }
     }
     admit_points(&state, &caller, points.len() as u64, now)?;
+    let points = Arc::new(points);
     let accepted = state
         .tsdb
-        .ingest(&caller.org_id, &points)
+        .ingest(&caller.org_id, points.clone())
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     // Committed: tell live subscribers.
     state.events.publish(crate::events::Event::Telemetry {
         org_id: caller.org_id.as_str().into(),
-        points: std::sync::Arc::new(points),
+        points,
     });
     Ok(ok(IngestResult { accepted }))
+}
+
+/// Every named data source must be one of the caller's organization: the batch's is named
+/// `data_source_id`, a point's own (when it differs) `data[i].data_source_id`.
+async fn check_sources(
+    state: &AppState,
+    caller: &Caller,
+    points: &[Point],
+    batch_source: Option<&str>,
+) -> ApiResult<()> {
+    if batch_source.is_none() && points.iter().all(|p| p.data_source_id.is_none()) {
+        return Ok(());
+    }
+    let sources = state.store.org_data_sources(&caller.org_id).await?;
+    let known = |id: &str| sources.iter().any(|d| d.id == id);
+    let mut errors = Vec::new();
+    if let Some(ds) = batch_source
+        && !known(ds)
+    {
+        errors.push(FieldError::new(
+            "data_source_id",
+            "is not a data source of this organization",
+        ));
+    }
+    let mut checked: Option<&str> = batch_source;
+    for (i, p) in points.iter().enumerate() {
+        let Some(ds) = p.data_source_id.as_deref() else {
+            continue;
+        };
+        if Some(ds) == batch_source || Some(ds) == checked {
+            continue;
+        }
+        if known(ds) {
+            checked = Some(ds);
+        } else if errors.len() < plantd_model::telemetry::MAX_DETAILS {
+            errors.push(FieldError::new(
+                format!("data[{i}].data_source_id"),
+                "is not a data source of this organization",
+            ));
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::Validation(errors))
+    }
 }
 
 /// The tier's ingestion limits (SPEC 8.3), counted in points per organization.
