@@ -607,6 +607,108 @@ async fn retention_deletes_each_level_and_rollups_keep_answering() {
     }
 }
 
+/// Concurrent batches sending the same keys: rollups match the raw points that won.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_batches_replacing_each_other_keep_rollups_exact() {
+    // Writers send the same keys with different values at once: batches that meet in one group
+    // commit replace each other's points, and the rollups must match the raw points that won.
+    let app = spawn_app().await;
+    let b = base();
+    let mut tasks = Vec::new();
+    for w in 0..8_i64 {
+        let (client, url, key) = (
+            app.client.clone(),
+            format!("{}/telemetry", app.base),
+            app.admin_key.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            for round in 0..20_i64 {
+                // Each round reaches into new timestamps that the other writers reach too.
+                let points: Vec<Value> = (0..90)
+                    .map(|i| {
+                        let value = (w * 1000 + round * 7 + i) as f64;
+                        point("R", "V", value, b + (round * 30 + i) * 1_000)
+                    })
+                    .collect();
+                let r = client
+                    .post(&url)
+                    .bearer_auth(&key)
+                    .json(&json!({"data": points}))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), 200);
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let k = app.admin_key.as_str();
+    let mut values: Vec<(i64, f64)> = Vec::new();
+    for page in 1.. {
+        let raw = app
+            .get(
+                &format!(
+                    "/telemetry?asset_id=R&start={}&end={}&per_page=100&page={page}",
+                    ts(b),
+                    ts(b + HOUR)
+                ),
+                k,
+            )
+            .await
+            .expect(200);
+        let rows = raw.json["data"].as_array().unwrap();
+        if rows.is_empty() {
+            break;
+        }
+        values.extend(rows.iter().map(|p| {
+            let t = plantd_model::Timestamp::parse(p["timestamp"].as_str().unwrap()).unwrap();
+            (t.millis(), p["value"].as_f64().unwrap())
+        }));
+    }
+    assert_eq!(values.len(), 19 * 30 + 90);
+    for (interval, width) in [("1m", 60_000_i64), ("1h", HOUR), ("1d", 86_400_000)] {
+        let mut expected: std::collections::BTreeMap<i64, (f64, f64, f64, f64)> =
+            Default::default();
+        for (t, v) in &values {
+            let e = expected.entry(t - t.rem_euclid(width)).or_insert((
+                0.0,
+                0.0,
+                f64::INFINITY,
+                f64::NEG_INFINITY,
+            ));
+            e.0 += 1.0;
+            e.1 += v;
+            e.2 = e.2.min(*v);
+            e.3 = e.3.max(*v);
+        }
+        for (agg, pick) in [("count", 0_usize), ("sum", 1), ("min", 2), ("max", 3)] {
+            let q = format!(
+                "/telemetry?asset_id=R&aggregation={agg}&interval={interval}&start={}&end={}",
+                ts(b - 86_400_000),
+                ts(b + 86_400_000)
+            );
+            let r = app.get(&q, k).await.expect(200);
+            let got: Vec<(i64, f64)> = r.json["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|row| {
+                    let t =
+                        plantd_model::Timestamp::parse(row["timestamp"].as_str().unwrap()).unwrap();
+                    (t.millis(), row["value"].as_f64().unwrap())
+                })
+                .collect();
+            let want: Vec<(i64, f64)> = expected
+                .iter()
+                .map(|(t, e)| (*t, [e.0, e.1, e.2, e.3][pick]))
+                .collect();
+            assert_eq!(got, want, "{agg} per {interval}");
+        }
+    }
+}
+
 /// Concurrent batches into the same series and minute: every rollup still counts every point.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_batches_into_one_bucket_keep_rollups_exact() {
@@ -666,5 +768,123 @@ async fn concurrent_batches_into_one_bucket_keep_rollups_exact() {
             .map(|row| row["value"].as_f64().unwrap())
             .sum();
         assert_eq!(total, 40_000.0, "{interval}: {}", r.text);
+    }
+}
+
+/// Batches that meet in one group commit are stored exactly as if committed one after the other
+/// in arrival order: later batches win repeated keys, and every rollup matches the raw points.
+#[tokio::test]
+async fn a_group_commit_equals_batches_committed_in_turn() {
+    use plantd_model::page::Page;
+    use plantd_model::telemetry::{Aggregation, Point, Quality};
+    use std::sync::Arc;
+    let (url, dir) = plantd_test_support::fresh_database().await;
+    let store = plantd_store::Store::connect(&url).await.unwrap();
+    let tsdb = plantd_tsdb::Tsdb::new(store.clone(), plantd_tsdb::Retention::default());
+    let org = plantd_api::operator::create_org(&store, "G", Tier::Enterprise)
+        .await
+        .unwrap();
+    let start = (Timestamp::now().millis() / HOUR) * HOUR - 3 * HOUR;
+    let batch = |asset: &str, from: i64, to: i64, base: f64| -> Arc<Vec<Point>> {
+        Arc::new(
+            (from..to)
+                .map(|i| Point {
+                    asset_id: asset.into(),
+                    tag_name: "T".into(),
+                    value: base + i as f64,
+                    timestamp: Timestamp::from_millis(start + i * 10_000),
+                    quality: Quality::Good,
+                    data_source_id: None,
+                })
+                .collect(),
+        )
+    };
+    assert_eq!(
+        tsdb.ingest(&org.id, batch("A", 0, 30, 0.0)).await.unwrap(),
+        30
+    );
+    // On this single-threaded runtime the four batches queue before the writer runs, so they
+    // form one group: replacing stored points, each other's new points, and (B) a series the
+    // cache does not know yet.
+    let (a1, a2, b1, b2) = tokio::join!(
+        tsdb.ingest(&org.id, batch("A", 20, 50, 100.0)),
+        tsdb.ingest(&org.id, batch("A", 40, 70, 200.0)),
+        tsdb.ingest(&org.id, batch("B", 0, 40, 300.0)),
+        tsdb.ingest(&org.id, batch("B", 30, 60, 400.0)),
+    );
+    assert_eq!(
+        (a1.unwrap(), a2.unwrap(), b1.unwrap(), b2.unwrap()),
+        (30, 30, 40, 30)
+    );
+    let expected = |asset: &str| -> Vec<(i64, f64)> {
+        let (n, rule): (i64, &dyn Fn(i64) -> f64) = if asset == "A" {
+            (70, &|i| match i {
+                0..20 => i as f64,
+                20..40 => 100.0 + i as f64,
+                _ => 200.0 + i as f64,
+            })
+        } else {
+            (60, &|i| {
+                if i < 30 {
+                    300.0 + i as f64
+                } else {
+                    400.0 + i as f64
+                }
+            })
+        };
+        (0..n).map(|i| (start + i * 10_000, rule(i))).collect()
+    };
+    let page = Page::new(None, Some(100)).unwrap();
+    for asset in ["A", "B"] {
+        let filter = plantd_tsdb::TelemetryFilter {
+            data_source_id: None,
+            asset_id: Some(asset.into()),
+            tag_name: None,
+            start: Timestamp::from_millis(start - 86_400_000),
+            end: Timestamp::from_millis(start + 86_400_000),
+        };
+        let raw: Vec<(i64, f64)> = tsdb
+            .query_raw(&org.id, &filter, page)
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|r| (r.timestamp.millis(), r.value))
+            .collect();
+        let want = expected(asset);
+        assert_eq!(raw, want, "raw {asset}");
+        for width in [60_000, HOUR, 86_400_000] {
+            let mut buckets: std::collections::BTreeMap<i64, Vec<f64>> = Default::default();
+            for (t, v) in &want {
+                buckets.entry(t - t.rem_euclid(width)).or_default().push(*v);
+            }
+            for (agg, f) in [
+                (
+                    Aggregation::Count,
+                    (|v: &[f64]| v.len() as f64) as fn(&[f64]) -> f64,
+                ),
+                (Aggregation::Sum, |v| v.iter().sum()),
+                (Aggregation::Min, |v| {
+                    v.iter().copied().fold(f64::INFINITY, f64::min)
+                }),
+                (Aggregation::Max, |v| {
+                    v.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+                }),
+            ] {
+                let got: Vec<(i64, f64)> = tsdb
+                    .query_aggregated(&org.id, &filter, agg, Some(width), page)
+                    .await
+                    .unwrap()
+                    .items
+                    .iter()
+                    .map(|r| (r.timestamp.millis(), r.value))
+                    .collect();
+                let wanted: Vec<(i64, f64)> = buckets.iter().map(|(b, vs)| (*b, f(vs))).collect();
+                assert_eq!(got, wanted, "{asset} {agg:?} per {width} ms");
+            }
+        }
+    }
+    if let Some(d) = dir {
+        let _ = std::fs::remove_dir_all(d);
     }
 }

@@ -4,7 +4,7 @@
 
 use plantd_model::telemetry::Point;
 use sqlx::Row;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
 use crate::{LEVELS, Result, Shared, Tsdb, floor_to, runs};
 use std::sync::{Arc, Mutex};
@@ -32,12 +32,6 @@ struct Delta {
 }
 
 impl Delta {
-    const EMPTY: Delta = Delta {
-        count: 0,
-        sum: 0.0,
-        min: f64::INFINITY,
-        max: f64::NEG_INFINITY,
-    };
     fn of(v: f64) -> Self {
         Delta {
             count: 1,
@@ -183,6 +177,9 @@ async fn add_deltas(
 pub(crate) struct Job {
     org_id: String,
     points: Arc<Vec<Point>>,
+    /// The batch's rows, sorted and without repeats, when every series was in the cache (built
+    /// by the request's task, beside other requests); else the writer builds them.
+    rows: Option<Vec<RawPoint>>,
     reply: oneshot::Sender<Result<usize>>,
 }
 
@@ -206,10 +203,12 @@ impl Tsdb {
             tokio::spawn(run_writer(self.shared.clone(), rx));
             tx
         });
+        let rows = self.shared.rows_from_cache(org_id, &points);
         let (reply, outcome) = oneshot::channel();
         let job = Job {
             org_id: org_id.to_string(),
             points,
+            rows,
             reply,
         };
         writer.send(job).await.map_err(|_| writer_gone())?;
@@ -219,6 +218,21 @@ impl Tsdb {
 
 fn writer_gone() -> crate::TsdbError {
     crate::TsdbError::Store("the ingest writer stopped before answering".into())
+}
+
+/// Sorts rows by (series, timestamp) and keeps the last of each repeated key (the sort is
+/// stable, so "last" is arrival order).
+fn sort_rows(rows: &mut Vec<RawPoint>) {
+    rows.sort_by_key(|(k, _)| *k);
+    let mut kept = 0;
+    for i in 0..rows.len() {
+        if i + 1 < rows.len() && rows[i + 1].0 == rows[i].0 {
+            continue;
+        }
+        rows[kept] = rows[i];
+        kept += 1;
+    }
+    rows.truncate(kept);
 }
 
 /// The writer: takes the first waiting batch and every batch queued behind it (up to
@@ -240,7 +254,7 @@ async fn run_writer(shared: Arc<Shared>, mut rx: tokio::sync::mpsc::Receiver<Job
         }
         let shared = shared.clone();
         let group = tokio::spawn(async move {
-            let outcome = shared.write_group(&jobs).await;
+            let outcome = shared.write_group(&mut jobs).await;
             match outcome {
                 Ok(counts) => {
                     for (job, n) in jobs.into_iter().zip(counts) {
@@ -264,9 +278,126 @@ async fn run_writer(shared: Arc<Shared>, mut rx: tokio::sync::mpsc::Receiver<Job
     }
 }
 
+/// Bucket aggregates of one level, sorted by (series, bucket): `None` where a point was
+/// replaced (the bucket is recomputed from the level below), else what the new points add.
+type Buckets = Vec<(i64, i64, Option<Delta>)>;
+
+/// Groups sorted (series, time, delta) entries into buckets of `width`, in one pass.
+fn bucketize(entries: impl Iterator<Item = (i64, i64, Option<Delta>)>, width: i64) -> Buckets {
+    let mut out: Buckets = Vec::new();
+    for (s, t, d) in entries {
+        let b = floor_to(t, width);
+        match out.last_mut() {
+            Some((ls, lb, acc)) if *ls == s && *lb == b => {
+                *acc = match (*acc, d) {
+                    (Some(a), Some(d)) => Some(a.merge(d)),
+                    _ => None,
+                };
+            }
+            _ => out.push((s, b, d)),
+        }
+    }
+    out
+}
+
 impl Shared {
+    /// The rows of a batch whose series are all in the cache (and linked to the data source its
+    /// points name), sorted; `None` sends the batch to the writer's slower path.
+    fn rows_from_cache(&self, org_id: &str, points: &[Point]) -> Option<Vec<RawPoint>> {
+        let series = self.series.lock().unwrap_or_else(|p| p.into_inner());
+        let mut key = (org_id.to_string(), String::new(), String::new());
+        let mut rows = Vec::with_capacity(points.len());
+        let mut last: Option<(&Point, i64)> = None;
+        for p in points {
+            let id = match last {
+                Some((l, id))
+                    if l.asset_id == p.asset_id
+                        && l.tag_name == p.tag_name
+                        && l.data_source_id == p.data_source_id =>
+                {
+                    id
+                }
+                _ => {
+                    key.1.clone_from(&p.asset_id);
+                    key.2.clone_from(&p.tag_name);
+                    match series.get(&key) {
+                        Some((id, ds)) if p.data_source_id.is_none() || *ds == p.data_source_id => {
+                            *id
+                        }
+                        _ => return None,
+                    }
+                }
+            };
+            last = Some((p, id));
+            rows.push(((id, p.timestamp.millis()), (p.value, p.quality.code())));
+        }
+        drop(series);
+        sort_rows(&mut rows);
+        Some(rows)
+    }
+
+    /// Series ids of a batch, creating series (and linking data sources) in the transaction,
+    /// then its rows, sorted. New series are added to `created` for the cache.
+    async fn rows_in_tx(
+        &self,
+        tx: &mut plantd_store::WriteTx,
+        org_id: &str,
+        points: &[Point],
+        created: &mut Vec<(crate::SeriesKey, crate::SeriesEntry)>,
+    ) -> Result<Vec<RawPoint>> {
+        let mut ids: HashMap<(&str, &str), i64> = HashMap::new();
+        let known = self
+            .series
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone_subset(org_id, points);
+        for p in points {
+            let key = (p.asset_id.as_str(), p.tag_name.as_str());
+            if ids.contains_key(&key) {
+                continue;
+            }
+            // A series created by an earlier batch of this group is found again by its upsert
+            // (the cache learns of it only after the commit).
+            match known.get(&key) {
+                Some((id, ds)) if p.data_source_id.is_none() || *ds == p.data_source_id => {
+                    ids.insert(key, *id);
+                }
+                _ => {
+                    let row = sqlx::query(
+                        "INSERT INTO telemetry_series (org_id, asset_id, tag_name, data_source_id) VALUES ($1, $2, $3, $4) \
+                         ON CONFLICT (org_id, asset_id, tag_name) DO UPDATE \
+                         SET data_source_id = COALESCE(excluded.data_source_id, telemetry_series.data_source_id) \
+                         RETURNING id, data_source_id",
+                    )
+                    .bind(org_id)
+                    .bind(&p.asset_id)
+                    .bind(&p.tag_name)
+                    .bind(p.data_source_id.clone())
+                    .fetch_one(&mut **tx)
+                    .await?;
+                    let id: i64 = row.try_get("id")?;
+                    let ds: Option<String> = row.try_get("data_source_id")?;
+                    ids.insert(key, id);
+                    created.push((
+                        (org_id.to_string(), p.asset_id.clone(), p.tag_name.clone()),
+                        (id, ds),
+                    ));
+                }
+            }
+        }
+        let mut rows: Vec<RawPoint> = points
+            .iter()
+            .map(|p| {
+                let id = ids[&(p.asset_id.as_str(), p.tag_name.as_str())];
+                ((id, p.timestamp.millis()), (p.value, p.quality.code()))
+            })
+            .collect();
+        sort_rows(&mut rows);
+        Ok(rows)
+    }
+
     /// Writes a group of batches in one transaction; returns each batch's accepted count.
-    async fn write_group(&self, jobs: &[Job]) -> Result<Vec<usize>> {
+    async fn write_group(&self, jobs: &mut [Job]) -> Result<Vec<usize>> {
         let mut tx = self
             .store
             .begin_write()
@@ -287,73 +418,28 @@ impl Shared {
                     .await?;
             }
         }
-        // Series ids, creating series (and linking data sources) inside the transaction.
         let mut created: Vec<(crate::SeriesKey, crate::SeriesEntry)> = Vec::new();
-        let mut ids_per_job: Vec<Vec<i64>> = Vec::with_capacity(jobs.len());
-        for job in jobs {
-            let mut ids: HashMap<(&str, &str), i64> = HashMap::new();
-            let known = self
-                .series
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone_subset(&job.org_id, &job.points);
-            for p in job.points.iter() {
-                let key = (p.asset_id.as_str(), p.tag_name.as_str());
-                if ids.contains_key(&key) {
-                    continue;
-                }
-                // A series created by an earlier batch of this group is found again by its
-                // upsert (the cache learns of it only after the commit).
-                match known.get(&key) {
-                    Some((id, ds)) if p.data_source_id.is_none() || *ds == p.data_source_id => {
-                        ids.insert(key, *id);
-                    }
-                    _ => {
-                        let row = sqlx::query(
-                            "INSERT INTO telemetry_series (org_id, asset_id, tag_name, data_source_id) VALUES ($1, $2, $3, $4) \
-                             ON CONFLICT (org_id, asset_id, tag_name) DO UPDATE \
-                             SET data_source_id = COALESCE(excluded.data_source_id, telemetry_series.data_source_id) \
-                             RETURNING id, data_source_id",
-                        )
-                        .bind(&job.org_id)
-                        .bind(&p.asset_id)
-                        .bind(&p.tag_name)
-                        .bind(p.data_source_id.clone())
-                        .fetch_one(&mut *tx)
-                        .await?;
-                        let id: i64 = row.try_get("id")?;
-                        let ds: Option<String> = row.try_get("data_source_id")?;
-                        ids.insert(key, id);
-                        created.push((
-                            (job.org_id.clone(), p.asset_id.clone(), p.tag_name.clone()),
-                            (id, ds),
-                        ));
-                    }
-                }
-            }
-            ids_per_job.push(
-                job.points
-                    .iter()
-                    .map(|p| ids[&(p.asset_id.as_str(), p.tag_name.as_str())])
-                    .collect(),
-            );
-        }
-        // Last point wins for a repeated (series, timestamp), within a batch and across the
-        // batches of the group in arrival order.
-        let mut rows: BTreeMap<(i64, i64), (f64, i16)> = BTreeMap::new();
         let mut counts = Vec::with_capacity(jobs.len());
-        for (job, ids) in jobs.iter().zip(&ids_per_job) {
-            let mut keys: Vec<(i64, i64)> = Vec::with_capacity(ids.len());
-            for (p, id) in job.points.iter().zip(ids) {
-                let key = (*id, p.timestamp.millis());
-                rows.insert(key, (p.value, p.quality.code()));
-                keys.push(key);
+        let mut rows: Vec<RawPoint> = Vec::new();
+        for job in jobs.iter_mut() {
+            let mine = match job.rows.take() {
+                Some(r) => r,
+                None => {
+                    self.rows_in_tx(&mut tx, &job.org_id, &job.points, &mut created)
+                        .await?
+                }
+            };
+            counts.push(mine.len());
+            if rows.is_empty() {
+                rows = mine;
+            } else {
+                rows.extend(mine);
             }
-            keys.sort_unstable();
-            keys.dedup();
-            counts.push(keys.len());
         }
-        let rows: Vec<_> = rows.into_iter().collect();
+        // Across the batches of the group, the later batch wins a repeated key.
+        if jobs.len() > 1 {
+            sort_rows(&mut rows);
+        }
         // Which points replace stored ones: their buckets are recomputed, the others get deltas.
         let replaced = find_replaced(&mut tx, sqlite, &rows).await?;
         for chunk in rows.chunks(ROWS_PER_INSERT) {
@@ -377,50 +463,47 @@ impl Shared {
             }
             q.execute(&mut *tx).await?;
         }
-        // Rollups per level: buckets holding only new points add their delta; buckets where a
-        // point was replaced (`None`) are recomputed from the level below.
-        let mut touched: BTreeMap<(i64, i64), Option<Delta>> = BTreeMap::new();
-        for ((series, ts), (value, _)) in &rows {
-            let delta = (!replaced.contains(&(*series, *ts))).then(|| Delta::of(*value));
-            touched.insert((*series, *ts), delta);
-        }
+        // Rollups per level, each from the one below in one pass over sorted entries: buckets
+        // holding only new points add their delta; buckets where a point was replaced are
+        // recomputed from the level below.
+        let mut below: Buckets = rows
+            .iter()
+            .map(|((s, t), (v, _))| {
+                let delta = (!replaced.contains(&(*s, *t))).then(|| Delta::of(*v));
+                (*s, *t, delta)
+            })
+            .collect();
         let mut source_width = 1;
         for (level, width) in LEVELS {
-            let mut buckets: BTreeMap<(i64, i64), Option<Delta>> = BTreeMap::new();
-            for ((s, t), d) in &touched {
-                let entry = buckets
-                    .entry((*s, floor_to(*t, width)))
-                    .or_insert(Some(Delta::EMPTY));
-                *entry = match (*entry, d) {
-                    (Some(acc), Some(d)) => Some(acc.merge(*d)),
-                    _ => None,
-                };
-            }
+            let buckets = bucketize(below.iter().copied(), width);
             let deltas: Vec<(i64, i64, Delta)> = buckets
                 .iter()
-                .filter_map(|((s, b), d)| d.map(|d| (*s, *b, d)))
+                .filter_map(|(s, b, d)| d.map(|d| (*s, *b, d)))
                 .collect();
             for chunk in deltas.chunks(DELTAS_PER_STATEMENT) {
                 add_deltas(&mut tx, sqlite, level, chunk).await?;
             }
-            let mut per_series: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
-            for ((s, b), d) in &buckets {
-                if d.is_none() {
-                    per_series.entry(*s).or_default().push(*b);
+            let mut ranges: Vec<(i64, i64, i64)> = Vec::new();
+            let mut i = 0;
+            while i < buckets.len() {
+                let s = buckets[i].0;
+                let mut recomputed = Vec::new();
+                while i < buckets.len() && buckets[i].0 == s {
+                    if buckets[i].2.is_none() {
+                        recomputed.push(buckets[i].1);
+                    }
+                    i += 1;
                 }
-            }
-            let ranges: Vec<(i64, i64, i64)> = per_series
-                .iter()
-                .flat_map(|(s, bs)| {
-                    runs(bs, width)
+                ranges.extend(
+                    runs(&recomputed, width)
                         .into_iter()
-                        .map(move |(lo, hi)| (*s, lo, hi))
-                })
-                .collect();
+                        .map(|(lo, hi)| (s, lo, hi)),
+                );
+            }
             for chunk in ranges.chunks(RANGES_PER_STATEMENT) {
                 recompute(&mut tx, sqlite, level, width, source_width, chunk).await?;
             }
-            touched = buckets;
+            below = buckets;
             source_width = width;
         }
         tx.commit().await?;
