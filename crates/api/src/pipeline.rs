@@ -28,6 +28,73 @@ pub struct AuditResource(pub String);
 #[derive(Clone, Debug)]
 pub struct RequestId(pub String);
 
+/// What the pipeline knows of a request for its audit record (a request extension, so that a
+/// handler can commit the record together with its own write).
+#[derive(Clone, Debug)]
+pub struct RequestFacts {
+    pub policy: &'static policy::RoutePolicy,
+    pub method: String,
+    pub route: String,
+    pub client_ip: Option<String>,
+    pub user_agent: Option<String>,
+    pub request_id: String,
+}
+
+/// Marks a response whose audit record the handler already committed (with its data).
+#[derive(Clone, Copy, Debug)]
+pub struct AuditCommitted;
+
+/// The audit record of a finished request.
+pub fn audit_record(
+    facts: &RequestFacts,
+    caller: Option<&Caller>,
+    status: axum::http::StatusCode,
+    error_code: Option<String>,
+    resource_id: Option<String>,
+) -> NewAuditRecord {
+    let severity = match status.as_u16() {
+        401 | 403 => Severity::Critical,
+        s if s >= 400 => Severity::Warning,
+        _ if matches!(
+            facts.policy.event_type,
+            "api_key.revoke" | "api_key.rotate" | "member.remove" | "user.password_change"
+        ) =>
+        {
+            Severity::Warning
+        }
+        _ => Severity::Info,
+    };
+    NewAuditRecord {
+        org_id: caller.map(|c| c.org_id.clone()),
+        actor_type: if caller.is_some() {
+            "api_key"
+        } else {
+            "anonymous"
+        }
+        .into(),
+        actor_id: caller.map(|c| c.key_id.clone()),
+        user_id: caller.and_then(|c| c.user_id.clone()),
+        category: facts.policy.category.into(),
+        event_type: facts.policy.event_type.into(),
+        severity,
+        outcome: if status.is_success() {
+            "success"
+        } else {
+            "failure"
+        }
+        .into(),
+        resource_type: facts.policy.resource_type.into(),
+        resource_id,
+        method: facts.method.clone(),
+        path: facts.route.clone(),
+        status_code: status.as_u16(),
+        error_code,
+        client_ip: facts.client_ip.clone(),
+        user_agent: facts.user_agent.clone(),
+        request_id: facts.request_id.clone(),
+    }
+}
+
 pub async fn pipeline(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let method = req.method().clone();
     let route = req
@@ -81,11 +148,22 @@ pub async fn pipeline(State(state): State<AppState>, mut req: Request, next: Nex
         // No stored id looks like this (and PostgreSQL refuses NUL in text): plainly not found.
         refusal = Some(ApiError::NotFound("resource not found".into()));
     }
+    let request = RequestFacts {
+        policy,
+        method: method.to_string(),
+        route: route.clone(),
+        client_ip,
+        user_agent,
+        request_id: request_id.clone(),
+    };
     let mut response = match refusal {
         Some(err) => err.into_response(),
         None => {
             if let Some(c) = &caller {
                 req.extensions_mut().insert(c.clone());
+            }
+            if policy::is_mutation(&method) {
+                req.extensions_mut().insert(request.clone());
             }
             next.run(req).await
         }
@@ -96,7 +174,7 @@ pub async fn pipeline(State(state): State<AppState>, mut req: Request, next: Nex
             .usage
             .record(&c.key_id, &c.org_id, &format!("{method} {route}"), now);
     }
-    if policy::is_mutation(&method) {
+    if policy::is_mutation(&method) && response.extensions().get::<AuditCommitted>().is_none() {
         let resource_id = response
             .extensions()
             .get::<AuditResource>()
@@ -114,48 +192,13 @@ pub async fn pipeline(State(state): State<AppState>, mut req: Request, next: Nex
             .extensions()
             .get::<ErrorCode>()
             .map(|c| c.0.to_string());
-        let status = response.status();
-        let severity = match status.as_u16() {
-            401 | 403 => Severity::Critical,
-            s if s >= 400 => Severity::Warning,
-            _ if matches!(
-                policy.event_type,
-                "api_key.revoke" | "api_key.rotate" | "member.remove" | "user.password_change"
-            ) =>
-            {
-                Severity::Warning
-            }
-            _ => Severity::Info,
-        };
-        let record = NewAuditRecord {
-            org_id: caller.as_ref().map(|c| c.org_id.clone()),
-            actor_type: if caller.is_some() {
-                "api_key"
-            } else {
-                "anonymous"
-            }
-            .into(),
-            actor_id: caller.as_ref().map(|c| c.key_id.clone()),
-            user_id: caller.as_ref().and_then(|c| c.user_id.clone()),
-            category: policy.category.into(),
-            event_type: policy.event_type.into(),
-            severity,
-            outcome: if status.is_success() {
-                "success"
-            } else {
-                "failure"
-            }
-            .into(),
-            resource_type: policy.resource_type.into(),
-            resource_id,
-            method: method.to_string(),
-            path: route.clone(),
-            status_code: status.as_u16(),
+        let record = audit_record(
+            &request,
+            caller.as_ref(),
+            response.status(),
             error_code,
-            client_ip,
-            user_agent,
-            request_id: request_id.clone(),
-        };
+            resource_id,
+        );
         if let Err(e) = state.store.insert_audit(&record).await {
             tracing::error!(error = %e, request_id, "could not write the audit record");
         }

@@ -21,7 +21,8 @@ struct Options {
     /// Points of the one series the aggregation benchmark reads.
     points: u64,
     duration: Duration,
-    connections: usize,
+    /// Client connections; `None`: each suite's default (api 16, telemetry 4).
+    connections: Option<usize>,
     postgres_url: Option<String>,
     plantd: PathBuf,
 }
@@ -32,7 +33,7 @@ fn options() -> Result<Options> {
         suite: String::new(),
         points: 10_000_000,
         duration: Duration::from_secs(10),
-        connections: 16,
+        connections: None,
         postgres_url: std::env::var("PLANTD_BENCH_POSTGRES_URL")
             .ok()
             .or(Some("postgres://postgres@127.0.0.1:5432/test".into())),
@@ -44,7 +45,9 @@ fn options() -> Result<Options> {
             "--duration" => {
                 o.duration = Duration::from_secs(args.next().context("--duration N")?.parse()?)
             }
-            "--connections" => o.connections = args.next().context("--connections N")?.parse()?,
+            "--connections" => {
+                o.connections = Some(args.next().context("--connections N")?.parse()?)
+            }
             "--postgres-url" => o.postgres_url = Some(args.next().context("--postgres-url URL")?),
             "--no-postgres" => o.postgres_url = None,
             "--plantd" => o.plantd = args.next().context("--plantd PATH")?.into(),
@@ -277,7 +280,7 @@ async fn main() -> Result<()> {
     }
     println!(
         "plantd API benchmark: {} connections, {} s per row, load generator and server share this machine's {} cores",
-        o.connections,
+        o.connections.unwrap_or(16),
         o.duration.as_secs(),
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
@@ -312,7 +315,7 @@ async fn main() -> Result<()> {
             &server.addr,
             &key,
             "/v1/data-sources",
-            o.connections,
+            o.connections.unwrap_or(16),
             Duration::from_secs(2),
         )
         .await?;
@@ -323,7 +326,14 @@ async fn main() -> Result<()> {
             ),
             ("GET /v1/health (reference)", "/v1/health"),
         ] {
-            let r = load(&server.addr, &key, path, o.connections, o.duration).await?;
+            let r = load(
+                &server.addr,
+                &key,
+                path,
+                o.connections.unwrap_or(16),
+                o.duration,
+            )
+            .await?;
             println!(
                 "{:<11} {:<38} {:>10} {:>10.0} {:>9.2} {:>9.2} {:>7}",
                 name,

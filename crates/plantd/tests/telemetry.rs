@@ -537,7 +537,7 @@ async fn retention_deletes_each_level_and_rollups_keep_answering() {
         })
         .collect();
     assert_eq!(
-        tsdb.ingest(&org.id, std::sync::Arc::new(points.clone()))
+        tsdb.ingest(&org.id, std::sync::Arc::new(points.clone()), None)
             .await
             .unwrap(),
         120
@@ -800,17 +800,19 @@ async fn a_group_commit_equals_batches_committed_in_turn() {
         )
     };
     assert_eq!(
-        tsdb.ingest(&org.id, batch("A", 0, 30, 0.0)).await.unwrap(),
+        tsdb.ingest(&org.id, batch("A", 0, 30, 0.0), None)
+            .await
+            .unwrap(),
         30
     );
     // On this single-threaded runtime the four batches queue before the writer runs, so they
     // form one group: replacing stored points, each other's new points, and (B) a series the
     // cache does not know yet.
     let (a1, a2, b1, b2) = tokio::join!(
-        tsdb.ingest(&org.id, batch("A", 20, 50, 100.0)),
-        tsdb.ingest(&org.id, batch("A", 40, 70, 200.0)),
-        tsdb.ingest(&org.id, batch("B", 0, 40, 300.0)),
-        tsdb.ingest(&org.id, batch("B", 30, 60, 400.0)),
+        tsdb.ingest(&org.id, batch("A", 20, 50, 100.0), None),
+        tsdb.ingest(&org.id, batch("A", 40, 70, 200.0), None),
+        tsdb.ingest(&org.id, batch("B", 0, 40, 300.0), None),
+        tsdb.ingest(&org.id, batch("B", 30, 60, 400.0), None),
     );
     assert_eq!(
         (a1.unwrap(), a2.unwrap(), b1.unwrap(), b2.unwrap()),
@@ -887,4 +889,41 @@ async fn a_group_commit_equals_batches_committed_in_turn() {
     if let Some(d) = dir {
         let _ = std::fs::remove_dir_all(d);
     }
+}
+
+/// Every ingest leaves one audit record: a stored batch commits it with its points, a refused
+/// one is recorded as a failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_ingest_is_audited_once() {
+    let app = spawn_app().await;
+    let k = app.admin_key.as_str();
+    let b = base();
+    ingest(&app, k, vec![point("Audited", "T", 1.0, b)]).await;
+    app.post(
+        "/telemetry",
+        k,
+        json!({"data": [point("Audited", "T", f64::MAX, b), {"asset_id": "x"}]}),
+    )
+    .await
+    .expect(400);
+    let r = app
+        .get("/audit/logs?event_types=telemetry.ingest", k)
+        .await
+        .expect(200);
+    let records = r.json["data"].as_array().unwrap();
+    assert_eq!(records.len(), 2, "{}", r.text);
+    // Newest first.
+    assert_eq!(records[0]["outcome"], "failure");
+    assert_eq!(records[0]["status_code"], 400);
+    assert_eq!(records[0]["error_code"], "validation_error");
+    assert_eq!(records[1]["outcome"], "success");
+    assert_eq!(records[1]["status_code"], 200);
+    assert_eq!(records[1]["severity"], "info");
+    assert_eq!(records[1]["path"], "/v1/telemetry");
+    assert_eq!(records[1]["method"], "POST");
+    assert!(
+        records[1]["request_id"]
+            .as_str()
+            .is_some_and(|id| !id.is_empty())
+    );
 }

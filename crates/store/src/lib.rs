@@ -10,7 +10,7 @@ mod migrate;
 mod orgs;
 
 pub use api_keys::NewApiKey;
-pub use audit::{AuditFilter, AuditSummary, NewAuditRecord};
+pub use audit::{AuditFilter, AuditSummary, NewAuditRecord, insert_audit_rows};
 pub use data_sources::{DataSourceUpdate, NewDataSource};
 pub use orgs::NewUser;
 
@@ -89,6 +89,8 @@ pub struct Store {
     /// SQLite allows one writer at a time; writers of this process queue here rather than in
     /// SQLite's busy handler, which sleeps and made concurrent writes take seconds.
     write_gate: std::sync::Arc<tokio::sync::Mutex<()>>,
+    /// The audit writer's queue, started with the first record.
+    audit_writer: std::sync::Arc<std::sync::OnceLock<audit::AuditQueue>>,
 }
 
 /// A write transaction; on SQLite it also holds the process's write gate until it ends.
@@ -160,6 +162,7 @@ impl Store {
             backend,
             data_source_cache: cache,
             write_gate: Default::default(),
+            audit_writer: Default::default(),
         };
         migrate::run(&store).await?;
         Ok(store)

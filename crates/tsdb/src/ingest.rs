@@ -3,6 +3,7 @@
 //! hours from minutes and the touched days from hours, all in one transaction.
 
 use plantd_model::telemetry::Point;
+use plantd_store::NewAuditRecord;
 use sqlx::Row;
 use std::collections::{BTreeSet, HashMap};
 
@@ -180,6 +181,8 @@ pub(crate) struct Job {
     /// The batch's rows, sorted and without repeats, when every series was in the cache (built
     /// by the request's task, beside other requests); else the writer builds them.
     rows: Option<Vec<RawPoint>>,
+    /// The request's audit record (id, record, time), stored in the same transaction.
+    audit: Option<(String, NewAuditRecord, i64)>,
     reply: oneshot::Sender<Result<usize>>,
 }
 
@@ -197,7 +200,15 @@ impl Tsdb {
     /// writing in one transaction (group commit): one lock, one fsync and a few large statements
     /// for many concurrent requests. The result is what committing them one after the other in
     /// arrival order would give; a failing transaction fails every batch in it and stores none.
-    pub async fn ingest(&self, org_id: &str, points: Arc<Vec<Point>>) -> Result<usize> {
+    ///
+    /// `audit`, when given, is the request's audit record: it is committed with the points, so
+    /// that a request costs one commit, not two.
+    pub async fn ingest(
+        &self,
+        org_id: &str,
+        points: Arc<Vec<Point>>,
+        audit: Option<NewAuditRecord>,
+    ) -> Result<usize> {
         let writer = self.writer.get_or_init(|| {
             let (tx, rx) = tokio::sync::mpsc::channel(QUEUE);
             tokio::spawn(run_writer(self.shared.clone(), rx));
@@ -209,6 +220,13 @@ impl Tsdb {
             org_id: org_id.to_string(),
             points,
             rows,
+            audit: audit.map(|r| {
+                (
+                    plantd_model::new_id(),
+                    r,
+                    plantd_model::Timestamp::now().millis(),
+                )
+            }),
             reply,
         };
         writer.send(job).await.map_err(|_| writer_gone())?;
@@ -505,6 +523,13 @@ impl Shared {
             }
             below = buckets;
             source_width = width;
+        }
+        let audit: Vec<(&str, &NewAuditRecord, i64)> = jobs
+            .iter()
+            .filter_map(|j| j.audit.as_ref().map(|(id, r, ts)| (id.as_str(), r, *ts)))
+            .collect();
+        if !audit.is_empty() {
+            plantd_store::insert_audit_rows(&mut tx, self.store.backend(), &audit).await?;
         }
         tx.commit().await?;
         // Only now, with the data durable, do memory caches learn of it.

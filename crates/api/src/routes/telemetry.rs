@@ -15,6 +15,7 @@ use std::sync::Arc;
 use crate::envelope::{Data, List, list, ok};
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{JsonBytes, ValidQuery, parse_json};
+use crate::pipeline::{AuditCommitted, RequestFacts, audit_record};
 use crate::rate_limit::{Bucket, Decision, Window};
 use crate::routes::page_of;
 use crate::state::{AppState, Caller};
@@ -59,6 +60,7 @@ pub struct IngestResult {
 pub async fn ingest(
     State(state): State<AppState>,
     caller: Caller,
+    facts: Option<axum::Extension<RequestFacts>>,
     JsonBytes(bytes): JsonBytes,
 ) -> ApiResult<Response> {
     let now = Timestamp::now();
@@ -94,9 +96,15 @@ pub async fn ingest(
     }
     admit_points(&state, &caller, points.len() as u64, now)?;
     let points = Arc::new(points);
+    // The request's audit record is committed with its points (one commit per request, not
+    // two); should the write fail, the pipeline records the failure as usual.
+    let audit = facts.as_ref().map(|axum::Extension(f)| {
+        audit_record(f, Some(&caller), axum::http::StatusCode::OK, None, None)
+    });
+    let audited = audit.is_some();
     let accepted = state
         .tsdb
-        .ingest(&caller.org_id, points.clone())
+        .ingest(&caller.org_id, points.clone(), audit)
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     // Committed: tell live subscribers.
@@ -104,7 +112,11 @@ pub async fn ingest(
         org_id: caller.org_id.as_str().into(),
         points,
     });
-    Ok(ok(IngestResult { accepted }))
+    let mut response = ok(IngestResult { accepted });
+    if audited {
+        response.extensions_mut().insert(AuditCommitted);
+    }
+    Ok(response)
 }
 
 /// Every named data source must be one of the caller's organization: the batch's is named
