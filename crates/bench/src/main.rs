@@ -24,6 +24,10 @@ struct Options {
     /// Client connections; `None`: each suite's default (api 16, telemetry 4).
     connections: Option<usize>,
     postgres_url: Option<String>,
+    /// Skip SQLite (measure PostgreSQL only).
+    no_sqlite: bool,
+    /// Telemetry: only the ingest rows.
+    ingest_only: bool,
     plantd: PathBuf,
 }
 
@@ -38,6 +42,8 @@ fn options() -> Result<Options> {
             .ok()
             .or(Some("postgres://postgres@127.0.0.1:5432/test".into())),
         plantd: std::env::current_exe()?.with_file_name("plantd"),
+        no_sqlite: false,
+        ingest_only: false,
     };
     let mut suite = None;
     while let Some(a) = args.next() {
@@ -50,11 +56,13 @@ fn options() -> Result<Options> {
             }
             "--postgres-url" => o.postgres_url = Some(args.next().context("--postgres-url URL")?),
             "--no-postgres" => o.postgres_url = None,
+            "--no-sqlite" => o.no_sqlite = true,
+            "--ingest-only" => o.ingest_only = true,
             "--plantd" => o.plantd = args.next().context("--plantd PATH")?.into(),
             "api" | "telemetry" => suite = Some(a),
             "--points" => o.points = args.next().context("--points N")?.parse()?,
             other => bail!(
-                "unknown argument {other}; usage: plantd-bench api [--duration S] [--connections N] [--postgres-url URL | --no-postgres] [--plantd PATH]"
+                "unknown argument {other}; usage: plantd-bench api [--duration S] [--connections N] [--postgres-url URL | --no-postgres] [--no-sqlite] [--ingest-only] [--plantd PATH]"
             ),
         }
     }

@@ -238,7 +238,10 @@ fn row(backend: &str, work: &str, system: &str, f: &Figure, unit: &str, ratio: O
 }
 
 pub async fn run(o: &Options) -> Result<()> {
-    let mut backends: Vec<(&str, Option<String>)> = vec![("SQLite", None)];
+    let mut backends: Vec<(&str, Option<String>)> = Vec::new();
+    if !o.no_sqlite {
+        backends.push(("SQLite", None));
+    }
     if let Some(url) = &o.postgres_url {
         match create_postgres_db(url) {
             Ok(db) => backends.push(("PostgreSQL", Some(db))),
@@ -330,6 +333,11 @@ pub async fn run(o: &Options) -> Result<()> {
             );
         }
 
+        if o.ingest_only {
+            drop(server);
+            drop_database(url.as_deref(), o.postgres_url.as_deref());
+            continue;
+        }
         // One series with many points over less than the raw retention.
         let step = ((6 * DAY) / o.points as i64).max(1);
         let start = now_ms() - 6 * DAY - 3_600_000;
@@ -435,16 +443,7 @@ pub async fn run(o: &Options) -> Result<()> {
             share * 100.0
         );
         drop(server);
-        if let (Some(db), Some(base_url)) = (url, &o.postgres_url) {
-            let db_name = db.rsplit('/').next().unwrap_or_default();
-            let _ = Command::new("psql")
-                .args([
-                    base_url.as_str(),
-                    "-qc",
-                    &format!("DROP DATABASE IF EXISTS {db_name} WITH (FORCE)"),
-                ])
-                .status();
-        }
+        drop_database(url.as_deref(), o.postgres_url.as_deref());
     }
     println!(
         "\ntargets (issue 3): ingest >= 500,000 points/s SQLite (stretch 1,000,000), >= 150,000 PostgreSQL, ack p99 < 50 ms;"
@@ -538,4 +537,18 @@ pub async fn fan_out(
     let secs = started.elapsed().as_secs_f64();
     let delivered = received.load(Ordering::Relaxed) as f64;
     Ok((delivered / secs, delivered / (subscribers * batches) as f64))
+}
+
+/// Drops the benchmark's PostgreSQL database (nothing for SQLite).
+fn drop_database(url: Option<&str>, base_url: Option<&str>) {
+    if let (Some(db), Some(base_url)) = (url, base_url) {
+        let db_name = db.rsplit('/').next().unwrap_or_default();
+        let _ = Command::new("psql")
+            .args([
+                base_url,
+                "-qc",
+                &format!("DROP DATABASE IF EXISTS {db_name} WITH (FORCE)"),
+            ])
+            .status();
+    }
 }

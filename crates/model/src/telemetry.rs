@@ -180,7 +180,8 @@ pub fn validate_points(
             points.push(Point {
                 asset_id,
                 tag_name,
-                value,
+                // -0 is stored as 0: SQLite cannot keep the sign of zero.
+                value: value + 0.0,
                 timestamp,
                 quality: Quality::Good,
                 data_source_id,
@@ -251,7 +252,7 @@ pub fn parse_batch(bytes: &[u8], now: Timestamp, oldest: Timestamp) -> Option<Pa
         points.push(Point {
             asset_id: p.asset_id.to_string(),
             tag_name: p.tag_name.to_string(),
-            value: p.value,
+            value: p.value + 0.0,
             timestamp,
             quality: Quality::Good,
             data_source_id,
