@@ -425,11 +425,7 @@ pub async fn run(o: &Options) -> Result<()> {
         row(
             name,
             "latest of one asset, under load",
-            if url.is_some() {
-                "plantd HTTP (database)"
-            } else {
-                "plantd HTTP (memory)"
-            },
+            "plantd HTTP (memory)",
             &latest,
             "req/s",
             None,

@@ -972,3 +972,95 @@ async fn values_round_trip_exactly() {
     let want: Vec<u64> = values.iter().map(|v| (v + 0.0).to_bits()).collect();
     assert_eq!(got, want, "{}", r.text);
 }
+
+/// Two nodes on one PostgreSQL database: each answers `latest` from memory, and one node's
+/// ingest reaches the other's cache (announced with the commit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latest_values_in_memory_follow_other_nodes_on_postgresql() {
+    use plantd_model::telemetry::{Point, Quality};
+    use std::sync::Arc;
+    if std::env::var(plantd_test_support::TEST_DATABASE_ENV).is_err() {
+        eprintln!(
+            "skipped: set {} to run the two-node test on PostgreSQL",
+            plantd_test_support::TEST_DATABASE_ENV
+        );
+        return;
+    }
+    let (url, _) = plantd_test_support::fresh_database().await;
+    let store_a = plantd_store::Store::connect(&url).await.unwrap();
+    let store_b = plantd_store::Store::connect(&url).await.unwrap();
+    let node_a = plantd_tsdb::Tsdb::new(store_a.clone(), plantd_tsdb::Retention::default());
+    let node_b = plantd_tsdb::Tsdb::new(store_b, plantd_tsdb::Retention::default());
+    let org = plantd_api::operator::create_org(&store_a, "L", Tier::Enterprise)
+        .await
+        .unwrap();
+    let now = Timestamp::now().millis();
+    let one = |tag: &str, value: f64, at: i64| {
+        Arc::new(vec![Point {
+            asset_id: "Pump".into(),
+            tag_name: tag.into(),
+            value,
+            timestamp: Timestamp::from_millis(at),
+            quality: Quality::Good,
+            data_source_id: None,
+        }])
+    };
+    let b_sees = |tag: &'static str, value: f64| {
+        let (node_b, org) = (&node_b, org.id.clone());
+        async move {
+            // Delivery takes milliseconds; the bound only keeps a broken setup from hanging.
+            for _ in 0..200 {
+                let latest = node_b.latest(&org, "Pump", None).await.unwrap();
+                if latest.iter().any(|l| l.tag_name == tag && l.value == value) {
+                    return true;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+            }
+            false
+        }
+    };
+    node_a
+        .ingest(&org.id, one("T", 1.0, now - 2000), None)
+        .await
+        .unwrap();
+    assert!(b_sees("T", 1.0).await);
+    // B's listener is up: from now on B answers from memory.
+    for _ in 0..200 {
+        if node_b.latest_from_memory() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert!(node_b.latest_from_memory());
+    node_b.latest(&org.id, "Pump", None).await.unwrap();
+    node_a.latest(&org.id, "Pump", None).await.unwrap();
+    // A newer value, and a new tag, written by A reach B's cached entry.
+    node_a
+        .ingest(&org.id, one("T", 2.0, now - 1000), None)
+        .await
+        .unwrap();
+    assert!(b_sees("T", 2.0).await, "B kept a stale latest value");
+    node_a
+        .ingest(&org.id, one("P", 7.0, now - 1000), None)
+        .await
+        .unwrap();
+    assert!(b_sees("P", 7.0).await, "B missed a new tag");
+    // B's own writes are in its memory at once.
+    node_b
+        .ingest(&org.id, one("T", 3.0, now), None)
+        .await
+        .unwrap();
+    let latest = node_b.latest(&org.id, "Pump", None).await.unwrap();
+    assert!(latest.iter().any(|l| l.tag_name == "T" && l.value == 3.0));
+    // And A, which cached the asset before B wrote, follows B.
+    let mut a_saw = false;
+    for _ in 0..200 {
+        let latest = node_a.latest(&org.id, "Pump", None).await.unwrap();
+        if latest.iter().any(|l| l.tag_name == "T" && l.value == 3.0) {
+            a_saw = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert!(a_saw, "A kept a stale latest value");
+}

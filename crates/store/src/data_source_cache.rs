@@ -14,7 +14,6 @@ use plantd_model::data_source::DataSource;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 pub(crate) const CHANNEL: &str = "plantd_data_sources";
 
@@ -73,48 +72,17 @@ impl DataSourceCache {
 
 /// Listens for other nodes' data source writes on PostgreSQL until the cache is dropped.
 pub(crate) fn spawn_listener(url: String, cache: &Arc<DataSourceCache>) {
-    let mut alive = cache.alive.subscribe();
-    let cache = Arc::downgrade(cache);
-    tokio::spawn(async move {
-        loop {
-            let Some(c) = cache.upgrade() else { return };
-            c.reset(false);
-            drop(c);
-            let mut listener = match sqlx::postgres::PgListener::connect(&url).await {
-                Ok(l) => l,
-                Err(e) => {
-                    tracing::warn!(error = %e, "data source change listener cannot connect; cache bypassed");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                    continue;
-                }
-            };
-            if let Err(e) = listener.listen(CHANNEL).await {
-                tracing::warn!(error = %e, "data source change listener cannot LISTEN; cache bypassed");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                continue;
-            }
-            // Subscribed: from now on every write is heard, so an empty cache may be trusted.
-            match cache.upgrade() {
-                Some(c) => c.reset(true),
-                None => return,
-            }
-            loop {
-                let received = tokio::select! {
-                    r = listener.try_recv() => r,
-                    _ = alive.changed() => return,
-                };
-                match received {
-                    Ok(Some(n)) => match cache.upgrade() {
-                        Some(c) => c.invalidate(n.payload()),
-                        None => return,
-                    },
-                    // Connection lost (None) or broken (Err): notifications may have been missed.
-                    Ok(None) | Err(_) => break,
-                }
-            }
-            tracing::warn!("data source change listener lost its connection; reconnecting");
-        }
-    });
+    let alive = cache.alive.subscribe();
+    crate::notify::spawn_listener(url, CHANNEL, cache, alive);
+}
+
+impl crate::notify::NotifyTarget for DataSourceCache {
+    fn reset(&self, trusted: bool) {
+        DataSourceCache::reset(self, trusted);
+    }
+    fn notified(&self, payload: &str) {
+        self.invalidate(payload);
+    }
 }
 
 #[cfg(test)]

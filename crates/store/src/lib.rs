@@ -7,11 +7,13 @@ mod audit;
 mod data_source_cache;
 mod data_sources;
 mod migrate;
+mod notify;
 mod orgs;
 
 pub use api_keys::NewApiKey;
 pub use audit::{AuditFilter, AuditSummary, NewAuditRecord, insert_audit_rows};
 pub use data_sources::{DataSourceUpdate, NewDataSource};
+pub use notify::NotifyTarget;
 pub use orgs::NewUser;
 
 use sqlx::AnyPool;
@@ -91,6 +93,8 @@ pub struct Store {
     write_gate: std::sync::Arc<tokio::sync::Mutex<()>>,
     /// The audit writer's queue, started with the first record.
     audit_writer: std::sync::Arc<std::sync::OnceLock<audit::AuditQueue>>,
+    /// The PostgreSQL URL, for change listeners.
+    postgres_url: Option<std::sync::Arc<str>>,
 }
 
 /// A write transaction; on SQLite it also holds the process's write gate until it ends.
@@ -163,6 +167,7 @@ impl Store {
             data_source_cache: cache,
             write_gate: Default::default(),
             audit_writer: Default::default(),
+            postgres_url: (backend == Backend::Postgres).then(|| url.into()),
         };
         migrate::run(&store).await?;
         Ok(store)
@@ -182,6 +187,24 @@ impl Store {
         match self.backend {
             Backend::Sqlite => Some(self.write_gate.clone().lock_owned().await),
             Backend::Postgres => None,
+        }
+    }
+
+    /// On PostgreSQL, starts a task telling `target` of every `NOTIFY <channel>` from any node
+    /// (see [`NotifyTarget`]) until `target` or `alive`'s sender is dropped. Returns false on
+    /// SQLite, where this process sees every write itself.
+    pub fn listen<T: NotifyTarget>(
+        &self,
+        channel: &'static str,
+        target: &std::sync::Arc<T>,
+        alive: tokio::sync::watch::Receiver<()>,
+    ) -> bool {
+        match &self.postgres_url {
+            Some(url) => {
+                notify::spawn_listener(url.to_string(), channel, target, alive);
+                true
+            }
+            None => false,
         }
     }
 

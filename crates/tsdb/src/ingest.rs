@@ -524,6 +524,25 @@ impl Shared {
         if !audit.is_empty() {
             plantd_store::insert_audit_rows(&mut tx, self.store.backend(), &audit).await?;
         }
+        if !sqlite {
+            // Other nodes drop their cached latest values of the assets written here; sent with
+            // the commit, heard only if it commits.
+            let assets: BTreeSet<(&str, &str)> = jobs
+                .iter()
+                .flat_map(|j| {
+                    j.points
+                        .iter()
+                        .map(move |p| (j.org_id.as_str(), p.asset_id.as_str()))
+                })
+                .collect();
+            for text in self.latest.announcements(assets.into_iter()) {
+                sqlx::query("SELECT pg_notify($1, $2)")
+                    .bind(crate::latest::CHANNEL)
+                    .bind(text)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
         tx.commit().await?;
         // Only now, with the data durable, do memory caches learn of it.
         let mut series = self.series.lock().unwrap_or_else(|p| p.into_inner());

@@ -61,21 +61,21 @@ pub(crate) struct Shared {
     store: Store,
     retention: Retention,
     series: Mutex<HashMap<SeriesKey, SeriesEntry>>,
-    latest: latest::LatestCache,
+    latest: Arc<latest::LatestCache>,
     storage: storage::StorageUsage,
 }
 
 impl Tsdb {
     pub fn new(store: Store, retention: Retention) -> Self {
-        // Latest values may be served from memory only where this process sees every write:
-        // one server per SQLite database. Several nodes on PostgreSQL read them from the database.
+        // Latest values are served from memory. On SQLite this process sees every write; on
+        // PostgreSQL the cache is trusted once its listener hears the other nodes' writes.
         let trusted = store.backend() == Backend::Sqlite;
         Self {
             shared: Arc::new(Shared {
                 store,
                 retention,
                 series: Mutex::default(),
-                latest: latest::LatestCache::new(trusted),
+                latest: Arc::new(latest::LatestCache::new(trusted)),
                 storage: Default::default(),
             }),
             writer: OnceLock::new(),
