@@ -257,7 +257,10 @@ pub async fn run(o: &Options) -> Result<()> {
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     println!(
-        "plantd acknowledges a batch once it is durable (SQLite WAL synchronous=FULL; PostgreSQL commit); so does the baseline\n"
+        "plantd acknowledges a batch once it is durable (SQLite WAL synchronous=FULL; PostgreSQL commit); so does the baseline"
+    );
+    println!(
+        "plantd ingest stores raw points and their 1m/1h/1d rollups; the baseline inserts plain rows, one statement per point, no HTTP, no rollups\n"
     );
     println!(
         "{:<11} {:<34} {:<30} {:>12} {:<9} {:>9} {:>9} {:>7}",
@@ -278,33 +281,49 @@ pub async fn run(o: &Options) -> Result<()> {
                 .collect();
         let base = now_ms() - 6 * DAY;
         for batch in [1000_usize, 5000] {
-            // Fresh points for the whole run (appends, like sensors): up to 1,000,000 points/s
-            // in total; a connection that runs out starts over, replacing its earlier points
-            // (which the output then says, as it is other work).
-            let bodies_per_connection = (1_000_000 * o.duration.as_secs() as usize / connections)
-                .div_ceil(batch)
-                .max(20);
-            let bodies: Vec<Vec<Bytes>> = (0..connections)
-                .map(|c| {
-                    (0..bodies_per_connection)
-                        .map(|j| {
-                            body(
-                                &format!("ingest-{batch}-{c}"),
-                                base + (j * batch) as i64 * 10,
-                                10,
-                                batch,
-                            )
-                        })
-                        .collect()
-                })
-                .collect();
-            let plantd = ingest_load(&server.addr, &ingest_keys, bodies, batch, o.duration).await?;
-            if plantd.per_second * o.duration.as_secs_f64()
-                > (bodies_per_connection * connections * batch) as f64
-            {
-                println!(
-                    "{name:<11} (the fresh bodies ran out: later batches replaced earlier points)"
-                );
+            // One writer, then `connections` writers, each with one batch in flight: more writers
+            // add throughput and each ack waits behind the others' points (latency = points in
+            // flight / throughput).
+            let mut levels = vec![1, connections];
+            levels.dedup();
+            let mut figures = Vec::new();
+            for writers in levels {
+                // Fresh points for the whole run (appends, like sensors): up to 1,000,000
+                // points/s in total; a connection that runs out starts over, replacing its
+                // earlier points (which the output then says, as it is other work).
+                let bodies_per_connection = (1_000_000 * o.duration.as_secs() as usize / writers)
+                    .div_ceil(batch)
+                    .max(20);
+                let bodies: Vec<Vec<Bytes>> = (0..writers)
+                    .map(|c| {
+                        (0..bodies_per_connection)
+                            .map(|j| {
+                                body(
+                                    &format!("ingest-{batch}-{writers}-{c}"),
+                                    base + (j * batch) as i64 * 10,
+                                    10,
+                                    batch,
+                                )
+                            })
+                            .collect()
+                    })
+                    .collect();
+                let plantd = ingest_load(
+                    &server.addr,
+                    &ingest_keys[..writers],
+                    bodies,
+                    batch,
+                    o.duration,
+                )
+                .await?;
+                if plantd.per_second * o.duration.as_secs_f64()
+                    > (bodies_per_connection * writers * batch) as f64
+                {
+                    println!(
+                        "{name:<11} (the fresh bodies ran out: later batches replaced earlier points)"
+                    );
+                }
+                figures.push((writers, plantd));
             }
             let plain_url = match url {
                 Some(u) => u.clone(),
@@ -315,18 +334,24 @@ pub async fn run(o: &Options) -> Result<()> {
             };
             let plain = baseline_inserts(&plain_url, connections, batch, o.duration).await?;
             let work = format!("ingest, batches of {batch}");
+            for (writers, plantd) in &figures {
+                let system = format!(
+                    "plantd HTTP, {writers} writer{}",
+                    if *writers == 1 { "" } else { "s" }
+                );
+                row(
+                    name,
+                    &work,
+                    &system,
+                    plantd,
+                    "points/s",
+                    Some(plantd.per_second / plain.per_second),
+                );
+            }
             row(
                 name,
                 &work,
-                "plantd HTTP (raw + rollups)",
-                &plantd,
-                "points/s",
-                Some(plantd.per_second / plain.per_second),
-            );
-            row(
-                name,
-                &work,
-                "baseline: row INSERTs, no HTTP",
+                &format!("baseline: row INSERTs, {connections} writers"),
                 &plain,
                 "points/s",
                 None,
