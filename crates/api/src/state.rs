@@ -64,7 +64,7 @@ pub struct Inner {
     pub workers: WorkerBoard,
     pub rendered_data_sources: crate::routes::data_sources::RenderedDataSources,
     pub events: crate::events::EventBus,
-    pub connections: crate::routes::stream::Connections,
+    pub connections: Arc<crate::routes::stream::Connections>,
     pub started_at: Timestamp,
 }
 

@@ -11,7 +11,7 @@ use plantd_model::tier::WebSocketLimits;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::broadcast::error::RecvError;
 
@@ -30,13 +30,13 @@ pub struct Connections {
     per_org: Mutex<HashMap<String, u64>>,
 }
 
-/// Releases a connection slot when the socket task ends.
-struct Slot<'a> {
-    connections: &'a Connections,
+/// Releases a connection slot when the socket task ends (or the upgrade never happens).
+struct Slot {
+    connections: Arc<Connections>,
     org_id: String,
 }
 
-impl Drop for Slot<'_> {
+impl Drop for Slot {
     fn drop(&mut self) {
         let mut m = self
             .connections
@@ -50,7 +50,7 @@ impl Drop for Slot<'_> {
 }
 
 impl Connections {
-    fn take(&self, org_id: &str, limit: Option<u64>) -> Option<Slot<'_>> {
+    fn take(self: &Arc<Self>, org_id: &str, limit: Option<u64>) -> Option<Slot> {
         let mut m = self.per_org.lock().unwrap_or_else(|p| p.into_inner());
         let n = m.entry(org_id.to_string()).or_insert(0);
         if limit.is_some_and(|l| *n >= l) {
@@ -58,7 +58,7 @@ impl Connections {
         }
         *n += 1;
         Some(Slot {
-            connections: self,
+            connections: self.clone(),
             org_id: org_id.to_string(),
         })
     }
@@ -84,9 +84,12 @@ pub async fn ws(
         )
     })?;
     let limits = state.config.limits.websocket(caller.tier);
+    // The slot is counted before the handshake is answered, so that a client whose connection
+    // was accepted holds it (a refused one is told why once upgraded).
+    let slot = state.connections.take(&caller.org_id, limits.connections);
     Ok(upgrade
         .max_message_size(MAX_MESSAGE_BYTES)
-        .on_upgrade(move |socket| run(state, caller, limits, socket)))
+        .on_upgrade(move |socket| run(state, caller, limits, slot, socket)))
 }
 
 #[derive(Deserialize)]
@@ -165,9 +168,15 @@ async fn send(socket: &mut WebSocket, value: Value) -> bool {
         .is_ok()
 }
 
-async fn run(state: AppState, caller: Caller, limits: WebSocketLimits, mut socket: WebSocket) {
+async fn run(
+    state: AppState,
+    caller: Caller,
+    limits: WebSocketLimits,
+    slot: Option<Slot>,
+    mut socket: WebSocket,
+) {
     let tier = caller.tier;
-    let Some(_slot) = state.connections.take(&caller.org_id, limits.connections) else {
+    let Some(_slot) = slot else {
         let reason = format!(
             "connection limit of {} for the {tier} tier reached",
             limits.connections.unwrap_or(0)
