@@ -1,0 +1,10 @@
+//! `plantd sim`: a simulated plant (SPEC 2.17, 4.16). Pure simulation here (assets, patterns,
+//! scenarios, configuration); the OPC UA server and the control API serve it.
+
+pub mod catalog;
+pub mod config;
+pub mod engine;
+pub mod pattern;
+
+pub use config::{ConfigError, SimConfig};
+pub use engine::{ControlError, Scenario, Simulation, Status, Value};
