@@ -3,6 +3,7 @@
 
 pub mod catalog;
 pub mod config;
+pub mod control;
 pub mod engine;
 pub mod pattern;
 
