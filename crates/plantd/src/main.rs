@@ -2,6 +2,7 @@
 //! commands that work beside a running server on the same database.
 
 mod config;
+mod sim;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
@@ -56,6 +57,11 @@ enum Command {
     Orgs {
         #[command(subcommand)]
         command: OrgsCommand,
+    },
+    /// The simulation server: simulated equipment over OPC UA, with a control API.
+    Sim {
+        #[command(subcommand)]
+        command: sim::SimCommand,
     },
     /// Manage users.
     Users {
@@ -211,6 +217,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let org = operator::create_org(&store, &name, tier).await?;
             println!("{}", org.id);
             Ok(())
+        }
+        Command::Sim { command } => {
+            if matches!(command, sim::SimCommand::Start { .. }) {
+                init_logging();
+            }
+            sim::run(command).await
         }
         Command::Users {
             command:

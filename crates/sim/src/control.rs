@@ -25,6 +25,8 @@ pub struct SimState {
     pub served: std::sync::atomic::AtomicU64,
     /// Asked to shut down (`POST /api/shutdown`).
     pub shutdown: tokio::sync::Notify,
+    /// Counts configuration loads (the OPC UA address space is rebuilt when it moves).
+    pub generation: std::sync::atomic::AtomicU64,
 }
 
 impl SimState {
@@ -36,6 +38,7 @@ impl SimState {
             sessions: Default::default(),
             served: Default::default(),
             shutdown: tokio::sync::Notify::new(),
+            generation: Default::default(),
         })
     }
 
@@ -258,6 +261,9 @@ async fn load_config(State(state): State<Shared>, body: String) -> Result<Respon
         }
     }
     *sim = next;
+    state
+        .generation
+        .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     drop(sim);
     Ok(data(status_body(&state)))
 }

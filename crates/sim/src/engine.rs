@@ -340,6 +340,15 @@ impl Simulation {
             .map(|v| &v.value)
     }
 
+    /// Current values in [`Self::snapshot`]'s order.
+    pub fn values(&self) -> Vec<Value> {
+        self.assets
+            .iter()
+            .filter(|a| a.enabled)
+            .flat_map(|a| a.variables.iter().map(|v| v.value.clone()))
+            .collect()
+    }
+
     /// Every enabled asset's variables with their definitions and current values.
     pub fn snapshot(&self) -> Vec<VariableView> {
         self.assets

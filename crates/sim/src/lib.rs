@@ -5,7 +5,9 @@ pub mod catalog;
 pub mod config;
 pub mod control;
 pub mod engine;
+pub mod opcua;
 pub mod pattern;
+pub mod server;
 
 pub use config::{ConfigError, SimConfig};
 pub use engine::{ControlError, Scenario, Simulation, Status, Value};

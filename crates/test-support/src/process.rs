@@ -1,5 +1,5 @@
-//! The real `plantd serve` binary as a child process: started on port 0, its address and
-//! first-start lines read from stdout, stopped with a signal. Integration tests pass the binary
+//! The real `plantd` binary as a child process (`serve`, `sim start`): started on port 0, what
+//! it prints read from stdout, stopped with a signal. Integration tests pass the binary
 //! path (`env!("CARGO_BIN_EXE_plantd")`), which only they know.
 
 use std::io::{BufRead, BufReader};
@@ -19,14 +19,37 @@ pub struct ServerProcess {
 impl ServerProcess {
     /// Runs `BIN serve --listen 127.0.0.1:0 ARGS...` and waits until it reports its address.
     pub fn start(bin: &str, args: &[&str]) -> Self {
+        let mut all = vec!["serve", "--listen", "127.0.0.1:0"];
+        all.extend_from_slice(args);
+        let mut p = Self::launch(bin, &all, "database:");
+        p.base = p
+            .printed
+            .iter()
+            .find_map(|l| l.split("listening on ").nth(1))
+            .map(|a| a.trim().to_string())
+            .unwrap_or_default();
+        assert!(
+            !p.base.is_empty(),
+            "server did not report its address: {:?}",
+            p.printed
+        );
+        // First-start lines follow the database line when there are any.
+        while let Ok(line) = p._lines.recv_timeout(Duration::from_millis(500)) {
+            p.printed.push(line);
+        }
+        p
+    }
+
+    /// Runs `BIN ARGS...` and collects what it prints up to the first line starting with
+    /// `ready` (`base` is left empty for the caller to fill).
+    pub fn launch(bin: &str, args: &[&str], ready: &str) -> Self {
         let mut child = Command::new(bin)
-            .args(["serve", "--listen", "127.0.0.1:0"])
             .args(args)
             .env("PLANTD_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .expect("start plantd serve");
+            .expect("start plantd");
         let stdout = child.stdout.take().expect("stdout");
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {
@@ -35,29 +58,21 @@ impl ServerProcess {
             }
         });
         let mut printed = Vec::new();
-        let mut base = String::new();
         // Generous bound so a loaded machine does not fail a test; a healthy start takes < 1 s.
         while let Ok(line) = lines.recv_timeout(Duration::from_secs(60)) {
-            if let Some(addr) = line.split("listening on ").nth(1) {
-                base = addr.trim().to_string();
-            }
-            let done = line.starts_with("database:");
+            let done = line.starts_with(ready);
             printed.push(line);
             if done {
                 break;
             }
         }
         assert!(
-            !base.is_empty(),
-            "server did not report its address: {printed:?}"
+            printed.last().is_some_and(|l| l.starts_with(ready)),
+            "plantd {args:?} did not print {ready:?}: {printed:?}"
         );
-        // First-start lines follow the database line when there are any.
-        while let Ok(line) = lines.recv_timeout(Duration::from_millis(500)) {
-            printed.push(line);
-        }
         Self {
             child,
-            base,
+            base: String::new(),
             printed,
             _lines: lines,
         }

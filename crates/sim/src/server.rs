@@ -1,0 +1,120 @@
+//! `plantd sim start`: the simulation, its OPC UA server and its control API, until shutdown.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use crate::control::{SimState, router, spawn_clock};
+use crate::opcua::Face;
+use crate::{SimConfig, Simulation};
+
+pub struct Options {
+    pub host: String,
+    pub opcua_port: u16,
+    pub api_port: u16,
+    pub seed: u64,
+    /// Where the server's certificate is created on first start (and trusted client
+    /// certificates are kept).
+    pub pki_dir: PathBuf,
+}
+
+/// How often the simulation advances and changed values are served.
+const TICK: Duration = Duration::from_millis(50);
+
+/// Runs until `shutdown` completes or `POST /api/shutdown` asks.
+pub async fn run(
+    config: SimConfig,
+    options: Options,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), String> {
+    let epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    let sim = Simulation::new(&config, options.seed, epoch)?;
+    let state = SimState::new(sim, options.seed);
+
+    let api_addr = format!("{}:{}", options.host, options.api_port);
+    let api_listener = tokio::net::TcpListener::bind(&api_addr)
+        .await
+        .map_err(|e| format!("cannot listen on {api_addr} for the control API: {e}"))?;
+    let opcua_addr = format!("{}:{}", options.host, options.opcua_port);
+    let opcua_listener = tokio::net::TcpListener::bind(&opcua_addr)
+        .await
+        .map_err(|e| format!("cannot listen on {opcua_addr} for OPC UA: {e}"))?;
+    let opcua_port = opcua_listener
+        .local_addr()
+        .map_err(|e| e.to_string())?
+        .port();
+    let api_port = api_listener.local_addr().map_err(|e| e.to_string())?.port();
+
+    let (server, handle) =
+        crate::opcua::build(&config, &options.host, opcua_port, &options.pki_dir)?;
+    let mut face = Face::new(handle.clone())?;
+    face.populate(&state.lock().snapshot());
+    let ns = face.ns;
+    let opcua_task = tokio::spawn(server.run_with(opcua_listener));
+
+    let clock = spawn_clock(state.clone(), TICK);
+    let publisher = {
+        let state = state.clone();
+        tokio::spawn(async move {
+            let mut interval = tokio::time::interval(TICK);
+            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut generation = state.generation.load(Ordering::Acquire);
+            loop {
+                interval.tick().await;
+                let now = state.generation.load(Ordering::Acquire);
+                if now != generation {
+                    generation = now;
+                    let snapshot = state.lock().snapshot();
+                    face.populate(&snapshot);
+                }
+                let values = state.lock().values();
+                let served = face.publish(&values);
+                state.served.fetch_add(served, Ordering::Relaxed);
+                state.sessions.store(face.sessions(), Ordering::Relaxed);
+            }
+        })
+    };
+
+    let app = router(state.clone());
+    let (stop_api, api_stopped) = tokio::sync::oneshot::channel::<()>();
+    let api_task = tokio::spawn(async move {
+        axum::serve(api_listener, app)
+            .with_graceful_shutdown(async {
+                let _ = api_stopped.await;
+            })
+            .await
+    });
+
+    let (variables, assets) = {
+        let s = state.lock().status();
+        (s.variables, s.assets)
+    };
+    println!(
+        "plantd simulation server: {assets} assets, {variables} variables, seed {}",
+        options.seed
+    );
+    println!(
+        "OPC UA endpoint: opc.tcp://{}:{opcua_port}/ (security {:?}; namespace {} = index {ns}; variables under Objects/Simulation/<asset_id>, node ids ns={ns};s=<asset_id>.<Variable>)",
+        options.host,
+        config.security_mode,
+        crate::opcua::NAMESPACE_URI
+    );
+    println!("control API: http://{}:{api_port}/api/status", options.host);
+    println!("certificates: {}", options.pki_dir.display());
+
+    tokio::select! {
+        _ = shutdown => {}
+        _ = state.shutdown.notified() => {}
+    }
+    tracing::info!("simulation server shutting down");
+    handle.cancel();
+    let _ = stop_api.send(());
+    clock.abort();
+    publisher.abort();
+    let _ = tokio::time::timeout(Duration::from_secs(5), opcua_task).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), api_task).await;
+    Ok(())
+}
