@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod sim;
 mod telemetry;
 
 struct Options {
@@ -59,7 +60,7 @@ fn options() -> Result<Options> {
             "--no-sqlite" => o.no_sqlite = true,
             "--ingest-only" => o.ingest_only = true,
             "--plantd" => o.plantd = args.next().context("--plantd PATH")?.into(),
-            "api" | "telemetry" => suite = Some(a),
+            "api" | "telemetry" | "sim" => suite = Some(a),
             "--points" => o.points = args.next().context("--points N")?.parse()?,
             other => bail!(
                 "unknown argument {other}; usage: plantd-bench api [--duration S] [--connections N] [--postgres-url URL | --no-postgres] [--no-sqlite] [--ingest-only] [--plantd PATH]"
@@ -68,7 +69,7 @@ fn options() -> Result<Options> {
     }
     let Some(suite) = suite else {
         bail!(
-            "usage: plantd-bench api|telemetry [--duration S] [--connections N] [--points N] [--postgres-url URL | --no-postgres]"
+            "usage: plantd-bench api|telemetry|sim [--duration S] [--connections N] [--points N] [--postgres-url URL | --no-postgres]"
         );
     };
     o.suite = suite;
@@ -278,6 +279,9 @@ async fn main() -> Result<()> {
     let o = options()?;
     if o.suite == "telemetry" {
         return telemetry::run(&o).await;
+    }
+    if o.suite == "sim" {
+        return sim::run(&o).await;
     }
     let mut backends: Vec<(&str, Option<String>)> = vec![("SQLite", None)];
     if let Some(url) = &o.postgres_url {

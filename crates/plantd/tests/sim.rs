@@ -205,11 +205,15 @@ async fn command_line_control_api_and_opcua_client() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(
-        read(&session, "Pump_01.Vibration_X").await,
-        Some(Variant::Double(7.5))
-    );
+    let mut served = None;
+    for _ in 0..100 {
+        served = read(&session, "Pump_01.Vibration_X").await;
+        if served == Some(Variant::Double(7.5)) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(served, Some(Variant::Double(7.5)));
 
     let (ok, out, _) = cli(&[
         "sim",
@@ -257,8 +261,15 @@ async fn command_line_control_api_and_opcua_client() {
         &api,
     ]);
     assert!(ok && out.contains("1 assets"), "{out} {err}");
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(children(&session, "Simulation").await, ["Tank_07"]);
+    let mut assets = Vec::new();
+    for _ in 0..100 {
+        assets = children(&session, "Simulation").await;
+        if assets == ["Tank_07"] {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(assets, ["Tank_07"]);
     assert!(matches!(
         read(&session, "Tank_07.Value").await,
         Some(Variant::Double(_))
@@ -292,7 +303,7 @@ async fn the_configured_security_mode_is_enforced() {
     let config = dir.join("secure.yaml");
     std::fs::write(
         &config,
-        "security:\n  mode: SignAndEncrypt\n  policy: Basic256Sha256\nmax_sessions: 1\nassets:\n  - id: Pump_01\n    type: centrifugal_pump\n",
+        "security:\n  mode: SignAndEncrypt\n  policy: Basic256Sha256\nmax_sessions: 1\nmax_subscriptions: 2\nassets:\n  - id: Pump_01\n    type: centrifugal_pump\n",
     )
     .unwrap();
     let sim = start("secure", &["--config", config.to_str().unwrap()]);
@@ -317,6 +328,21 @@ async fn the_configured_security_mode_is_enforced() {
         read(&session, "Pump_01.Vibration_X").await,
         Some(Variant::Double(_))
     ));
+    // max_subscriptions: 2 (per session) — a third subscription is refused.
+    for n in 0..3 {
+        let created = session
+            .create_subscription(
+                Duration::from_millis(500),
+                60,
+                10,
+                0,
+                0,
+                true,
+                opcua::client::DataChangeCallback::new(|_, _| {}),
+            )
+            .await;
+        assert_eq!(created.is_ok(), n < 2, "subscription {n}: {created:?}");
+    }
     // max_sessions: 1 — a second session is refused.
     let second = connect(
         &sim.opcua_url,

@@ -21,6 +21,9 @@ use crate::engine::{Value, VariableView};
 /// The simulator's namespace URI; its index is 2 on this server (read `NamespaceArray` to be sure).
 pub const NAMESPACE_URI: &str = "urn:plantd:sim";
 
+/// Monitored items one subscription may hold.
+pub const MAX_MONITORED_ITEMS_PER_SUBSCRIPTION: usize = 1_000_000;
+
 /// Builds the server for `config` (endpoint security, session and subscription limits).
 pub fn build(
     config: &SimConfig,
@@ -49,6 +52,11 @@ pub fn build(
         .trust_client_certs(true)
         .diagnostics_enabled(true)
         .max_sessions(config.max_sessions as usize)
+        // A publish response to a subscription of many thousand items is large (the library's
+        // defaults, 1,000 array elements and 320 KiB messages, cut it off).
+        .max_array_length(MAX_MONITORED_ITEMS_PER_SUBSCRIPTION)
+        .max_message_size(64 * 1024 * 1024)
+        .max_chunk_count(0)
         .discovery_urls(vec![format!("opc.tcp://{host}:{port}/")])
         .add_endpoint("sim", ("/", policy, mode, tokens))
         .default_endpoint("sim")
@@ -59,10 +67,10 @@ pub fn build(
             },
             "plantd-sim",
         ));
-    builder
-        .limits_mut()
-        .subscriptions
-        .max_subscriptions_per_session = config.max_subscriptions as usize;
+    let limits = builder.limits_mut();
+    limits.subscriptions.max_subscriptions_per_session = config.max_subscriptions as usize;
+    // One subscription may watch every variable (the library's default is 1,000).
+    limits.subscriptions.max_monitored_items_per_sub = MAX_MONITORED_ITEMS_PER_SUBSCRIPTION;
     builder.build()
 }
 
