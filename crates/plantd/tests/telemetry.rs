@@ -607,33 +607,27 @@ async fn retention_deletes_each_level_and_rollups_keep_answering() {
     }
 }
 
-/// Concurrent batches sending the same keys: rollups match the raw points that won.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_batches_replacing_each_other_keep_rollups_exact() {
-    // Writers send the same keys with different values at once: batches that meet in one group
-    // commit replace each other's points, and the rollups must match the raw points that won.
-    let app = spawn_app().await;
-    let b = base();
+/// `writers` tasks at once, each posting `rounds` batches `batch(writer, round, base)`.
+async fn concurrent_writers(
+    app: &TestApp,
+    writers: i64,
+    rounds: i64,
+    b: i64,
+    batch: fn(i64, i64, i64) -> Vec<Value>,
+) {
     let mut tasks = Vec::new();
-    for w in 0..8_i64 {
+    for w in 0..writers {
         let (client, url, key) = (
             app.client.clone(),
             format!("{}/telemetry", app.base),
             app.admin_key.clone(),
         );
         tasks.push(tokio::spawn(async move {
-            for round in 0..20_i64 {
-                // Each round reaches into new timestamps that the other writers reach too.
-                let points: Vec<Value> = (0..90)
-                    .map(|i| {
-                        let value = (w * 1000 + round * 7 + i) as f64;
-                        point("R", "V", value, b + (round * 30 + i) * 1_000)
-                    })
-                    .collect();
+            for round in 0..rounds {
                 let r = client
                     .post(&url)
                     .bearer_auth(&key)
-                    .json(&json!({"data": points}))
+                    .json(&json!({"data": batch(w, round, b)}))
                     .send()
                     .await
                     .unwrap();
@@ -644,6 +638,25 @@ async fn concurrent_batches_replacing_each_other_keep_rollups_exact() {
     for t in tasks {
         t.await.unwrap();
     }
+}
+
+/// Concurrent batches sending the same keys: rollups match the raw points that won.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_batches_replacing_each_other_keep_rollups_exact() {
+    // Writers send the same keys with different values at once: batches that meet in one group
+    // commit replace each other's points, and the rollups must match the raw points that won.
+    let app = spawn_app().await;
+    let b = base();
+    // Each round reaches into new timestamps that the other writers reach too.
+    concurrent_writers(&app, 8, 20, b, |w, round, b| {
+        (0..90)
+            .map(|i| {
+                let value = (w * 1000 + round * 7 + i) as f64;
+                point("R", "V", value, b + (round * 30 + i) * 1_000)
+            })
+            .collect()
+    })
+    .await;
     let k = app.admin_key.as_str();
     let mut values: Vec<(i64, f64)> = Vec::new();
     for page in 1.. {
@@ -714,33 +727,13 @@ async fn concurrent_batches_replacing_each_other_keep_rollups_exact() {
 async fn concurrent_batches_into_one_bucket_keep_rollups_exact() {
     let app = spawn_app().await;
     let b = base();
-    let mut tasks = Vec::new();
-    for w in 0..8_i64 {
-        let (client, url, key) = (
-            app.client.clone(),
-            format!("{}/telemetry", app.base),
-            app.admin_key.clone(),
-        );
-        tasks.push(tokio::spawn(async move {
-            for round in 0..25_i64 {
-                // All writers interleave timestamps inside the same minute.
-                let points: Vec<Value> = (0..200)
-                    .map(|i| point("C", "V", 1.0, b + (round * 1600 + i * 8 + w)))
-                    .collect();
-                let r = client
-                    .post(&url)
-                    .bearer_auth(&key)
-                    .json(&json!({"data": points}))
-                    .send()
-                    .await
-                    .unwrap();
-                assert_eq!(r.status(), 200);
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
+    // All writers interleave timestamps inside the same minute.
+    concurrent_writers(&app, 8, 25, b, |w, round, b| {
+        (0..200)
+            .map(|i| point("C", "V", 1.0, b + (round * 1600 + i * 8 + w)))
+            .collect()
+    })
+    .await;
     let k = app.admin_key.as_str();
     let raw = app
         .get(
