@@ -79,6 +79,8 @@ async fn measure(o: &Options, variables: usize) -> Result<Row> {
             "0",
             "--api-port",
             "0",
+            "--modbus-port",
+            "0",
             "--seed",
             "1",
         ])

@@ -16,6 +16,9 @@ pub enum SimCommand {
         /// Control API port.
         #[arg(long, default_value_t = 8080)]
         api_port: u16,
+        /// Modbus TCP port (register map printed at start).
+        #[arg(long, default_value_t = 5020)]
+        modbus_port: u16,
         /// Address both servers listen on.
         #[arg(long, default_value = "127.0.0.1")]
         host: String,
@@ -109,6 +112,7 @@ pub async fn run(command: SimCommand) -> anyhow::Result<()> {
         SimCommand::Start {
             port,
             api_port,
+            modbus_port,
             host,
             config,
             seed,
@@ -123,6 +127,7 @@ pub async fn run(command: SimCommand) -> anyhow::Result<()> {
                 host,
                 opcua_port: port.unwrap_or(config.port),
                 api_port,
+                modbus_port: Some(modbus_port),
                 seed: seed.unwrap_or_else(rand_seed),
                 pki_dir: pki_dir.unwrap_or_else(|| PathBuf::from("pki-sim")),
             };

@@ -5,6 +5,7 @@ pub mod catalog;
 pub mod config;
 pub mod control;
 pub mod engine;
+pub mod modbus;
 pub mod opcua;
 pub mod pattern;
 pub mod server;

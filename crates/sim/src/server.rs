@@ -13,6 +13,8 @@ pub struct Options {
     pub host: String,
     pub opcua_port: u16,
     pub api_port: u16,
+    /// Modbus TCP port (`None`: no Modbus server).
+    pub modbus_port: Option<u16>,
     pub seed: u64,
     /// Where the server's certificate is created on first start (and trusted client
     /// certificates are kept).
@@ -48,6 +50,20 @@ pub async fn run(
         .port();
     let api_port = api_listener.local_addr().map_err(|e| e.to_string())?.port();
 
+    let modbus = match options.modbus_port {
+        Some(port) => {
+            let addr = format!("{}:{port}", options.host);
+            let listener = tokio::net::TcpListener::bind(&addr)
+                .await
+                .map_err(|e| format!("cannot listen on {addr} for Modbus TCP: {e}"))?;
+            let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+            let service = crate::modbus::ModbusService::new(state.clone());
+            let map = service.map();
+            let task = tokio::spawn(crate::modbus::serve(listener, service));
+            Some((port, map, task))
+        }
+        None => None,
+    };
     let (server, handle) =
         crate::opcua::build(&config, &options.host, opcua_port, &options.pki_dir)?;
     let mut face = Face::new(handle.clone())?;
@@ -102,6 +118,16 @@ pub async fn run(
         config.security_mode,
         crate::opcua::NAMESPACE_URI
     );
+    if let Some((port, map, _)) = &modbus {
+        println!(
+            "Modbus TCP: {}:{port} (any unit id; numeric variables as float32, high word first, in input and holding registers; flags as coils and discrete inputs; asset i starts at {} * i; read-only)",
+            options.host,
+            crate::modbus::ASSET_STRIDE
+        );
+        for line in map.describe() {
+            println!("  {line}");
+        }
+    }
     println!("control API: http://{}:{api_port}/api/status", options.host);
     println!("certificates: {}", options.pki_dir.display());
 
@@ -114,6 +140,9 @@ pub async fn run(
     let _ = stop_api.send(());
     clock.abort();
     publisher.abort();
+    if let Some((_, _, task)) = modbus {
+        task.abort();
+    }
     let _ = tokio::time::timeout(Duration::from_secs(5), opcua_task).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), api_task).await;
     Ok(())
