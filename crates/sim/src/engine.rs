@@ -152,6 +152,9 @@ pub struct VariableView {
     pub unit: Option<String>,
     pub value: Value,
     pub overridden: bool,
+    /// Where the variable lives in the simulation, for [`Simulation::value_at`].
+    #[serde(skip)]
+    pub position: (usize, usize),
 }
 
 /// What `GET /api/status` and the command line report.
@@ -340,32 +343,37 @@ impl Simulation {
             .map(|v| &v.value)
     }
 
-    /// Current values in [`Self::snapshot`]'s order.
-    pub fn values(&self) -> Vec<Value> {
+    /// The current value at a [`VariableView::position`] (of the current configuration).
+    pub fn value_at(&self, (asset, variable): (usize, usize)) -> Option<&Value> {
         self.assets
-            .iter()
-            .filter(|a| a.enabled)
-            .flat_map(|a| a.variables.iter().map(|v| v.value.clone()))
-            .collect()
+            .get(asset)?
+            .variables
+            .get(variable)
+            .map(|v| &v.value)
     }
 
     /// Every enabled asset's variables with their definitions and current values.
     pub fn snapshot(&self) -> Vec<VariableView> {
         self.assets
             .iter()
-            .filter(|a| a.enabled)
-            .flat_map(|a| {
-                a.variables.iter().map(move |v| VariableView {
-                    asset_id: a.id.clone(),
-                    asset_type: a.kind.name(),
-                    name: v.spec.name.clone(),
-                    node_id: v.node_id.clone(),
-                    data_type: v.spec.data_type,
-                    range: v.spec.range,
-                    unit: v.spec.unit.clone(),
-                    value: v.value.clone(),
-                    overridden: v.overridden.is_some(),
-                })
+            .enumerate()
+            .filter(|(_, a)| a.enabled)
+            .flat_map(|(ai, a)| {
+                a.variables
+                    .iter()
+                    .enumerate()
+                    .map(move |(vi, v)| VariableView {
+                        asset_id: a.id.clone(),
+                        asset_type: a.kind.name(),
+                        name: v.spec.name.clone(),
+                        node_id: v.node_id.clone(),
+                        data_type: v.spec.data_type,
+                        range: v.spec.range,
+                        unit: v.spec.unit.clone(),
+                        value: v.value.clone(),
+                        overridden: v.overridden.is_some(),
+                        position: (ai, vi),
+                    })
             })
             .collect()
     }

@@ -22,8 +22,8 @@ pub struct Mapped {
     /// First register (numeric) or bit (flag).
     pub address: u16,
     pub flag: bool,
-    /// Position in [`crate::Simulation::values`].
-    index: usize,
+    /// Where the value is ([`crate::Simulation::value_at`]).
+    position: (usize, usize),
 }
 
 /// Where each variable is.
@@ -38,7 +38,7 @@ impl RegisterMap {
         let mut asset_no: i64 = -1;
         let mut last_asset = "";
         let (mut k, mut m) = (0u16, 0u16);
-        for (index, v) in variables.iter().enumerate() {
+        for v in variables {
             if v.asset_id != last_asset {
                 last_asset = &v.asset_id;
                 asset_no += 1;
@@ -54,7 +54,7 @@ impl RegisterMap {
                         name: v.name.clone(),
                         address: base + 2 * k,
                         flag: false,
-                        index,
+                        position: v.position,
                     });
                     k += 1;
                 }
@@ -64,7 +64,7 @@ impl RegisterMap {
                         name: v.name.clone(),
                         address: base + m,
                         flag: true,
-                        index,
+                        position: v.position,
                     });
                     m += 1;
                 }
@@ -139,10 +139,17 @@ impl ModbusService {
 
     fn answer(&self, req: Request<'static>) -> Result<Response, ExceptionCode> {
         let map = self.map();
-        let values = self.state.lock().values();
-        let number = |e: &Mapped| match &values[e.index] {
-            Value::Number(x) => *x as f32,
-            other => other.as_f64() as f32,
+        // Only the requested values are read (not a copy of every value per request).
+        let sim = self.state.lock();
+        let value = |e: &Mapped| {
+            sim.value_at(e.position)
+                .ok_or(ExceptionCode::ServerDeviceFailure)
+        };
+        let number = |e: &Mapped| -> Result<f32, ExceptionCode> {
+            Ok(match value(e)? {
+                Value::Number(x) => *x as f32,
+                other => other.as_f64() as f32,
+            })
         };
         let registers = |addr: u16, n: u16| -> Result<Vec<u16>, ExceptionCode> {
             if n == 0 || n > 125 {
@@ -154,7 +161,7 @@ impl ModbusService {
                         .checked_add(i)
                         .ok_or(ExceptionCode::IllegalDataAddress)?;
                     let (e, high) = map.register(a).ok_or(ExceptionCode::IllegalDataAddress)?;
-                    let bits = number(e).to_bits();
+                    let bits = number(e)?.to_bits();
                     Ok(if high {
                         (bits >> 16) as u16
                     } else {
@@ -173,7 +180,7 @@ impl ModbusService {
                         .checked_add(i)
                         .ok_or(ExceptionCode::IllegalDataAddress)?;
                     let e = map.bit(a).ok_or(ExceptionCode::IllegalDataAddress)?;
-                    Ok(values[e.index] == Value::Flag(true))
+                    Ok(*value(e)? == Value::Flag(true))
                 })
                 .collect()
         };

@@ -130,8 +130,9 @@ pub struct Face {
     pub ns: u16,
     /// Nodes this face added (deleted again when the configuration changes).
     added: Vec<NodeId>,
-    /// Variables in snapshot order, with their node ids and the last values served.
-    pub nodes: Vec<(NodeId, DataType, Value)>,
+    /// Variables in snapshot order: node id, type, last value served, position in the
+    /// simulation.
+    pub nodes: Vec<(NodeId, DataType, Value, (usize, usize))>,
 }
 
 impl Face {
@@ -235,26 +236,29 @@ impl Face {
                     format!("{}.EngineeringUnits", identifier(&id)),
                 ));
             }
-            self.nodes.push((id, v.data_type, v.value.clone()));
+            self.nodes
+                .push((id, v.data_type, v.value.clone(), v.position));
         }
     }
 
-    /// Serves the values that changed since the last call; returns how many.
-    pub fn publish(&mut self, values: &[Value]) -> u64 {
+    /// Serves the values that changed since the last call; returns how many. Values are
+    /// compared under the simulation's lock, which is released before clients are notified.
+    pub fn publish(&mut self, state: &crate::control::SimState) -> u64 {
         let now = DateTime::now();
         let mut changed: Vec<(usize, DataValue)> = Vec::new();
-        for (i, v) in values.iter().enumerate() {
-            if let Some((_, data_type, last)) = self.nodes.get(i)
-                && last != v
-            {
-                changed.push((i, DataValue::new_at(variant(v, *data_type), now)));
+        {
+            let sim = state.lock();
+            for (i, (_, data_type, last, position)) in self.nodes.iter_mut().enumerate() {
+                if let Some(v) = sim.value_at(*position)
+                    && v != last
+                {
+                    changed.push((i, DataValue::new_at(variant(v, *data_type), now)));
+                    *last = v.clone();
+                }
             }
         }
         if changed.is_empty() {
             return 0;
-        }
-        for (i, _) in &changed {
-            self.nodes[*i].2 = values[*i].clone();
         }
         let n = changed.len() as u64;
         let nodes = &self.nodes;

@@ -86,8 +86,7 @@ pub async fn run(
                     let snapshot = state.lock().snapshot();
                     face.populate(&snapshot);
                 }
-                let values = state.lock().values();
-                let served = face.publish(&values);
+                let served = face.publish(&state);
                 state.served.fetch_add(served, Ordering::Relaxed);
                 state.sessions.store(face.sessions(), Ordering::Relaxed);
             }
