@@ -2,6 +2,7 @@
 //! (authentication, rate limits, scopes, audit), one module per feature, and the OpenAPI
 //! document. [`serve`] runs it with its background workers until a shutdown signal.
 
+pub mod connectors;
 pub mod envelope;
 pub mod error;
 pub mod events;
@@ -35,7 +36,8 @@ pub async fn serve(
     let app = router::build(state.clone());
     let (stop_workers, workers_stopped) = tokio::sync::watch::channel(false);
     let flusher = tokio::spawn(usage_flusher(state.clone(), workers_stopped.clone()));
-    let retention = tokio::spawn(retention_worker(state.clone(), workers_stopped));
+    let retention = tokio::spawn(retention_worker(state.clone(), workers_stopped.clone()));
+    let connectors = tokio::spawn(connectors::supervise(state.clone(), workers_stopped));
     let result = axum::serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),
@@ -45,6 +47,7 @@ pub async fn serve(
     let _ = stop_workers.send(true);
     let _ = flusher.await;
     let _ = retention.await;
+    let _ = connectors.await;
     if let Err(e) = state.usage.flush(&state.store).await {
         tracing::error!(error = %e, "could not write the last usage counts");
     }

@@ -68,6 +68,10 @@ pub struct DataSource {
     pub endpoint: String,
     pub status: DataSourceStatus,
     pub tag_count: i64,
+    /// A disabled source keeps its settings but runs no connector.
+    pub enabled: bool,
+    /// Why the connector is not connected, or the last problem it met while connected.
+    pub last_error: Option<String>,
     pub config: Value,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
@@ -89,13 +93,6 @@ impl DataSource {
         }
         config
     }
-}
-
-/// Where a connection test or a connector dials.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NetworkTarget {
-    pub host: String,
-    pub port: u16,
 }
 
 /// Maximum length of a data source name.
@@ -124,6 +121,10 @@ pub fn validate_config(
             c.required_host("host");
             c.integer("port", 1, 65535, Some(502));
             c.integer("unit_id", 0, 247, Some(1));
+            c.integer("poll_interval_ms", 10, 3_600_000, Some(1000));
+            c.integer("timeout_ms", 100, 60_000, Some(3000));
+            c.optional_name("asset_id");
+            c.registers();
         }
         DataSourceType::Opcua => {
             let url = c.required_url("endpoint", &["opc.tcp"]);
@@ -143,16 +144,37 @@ pub fn validate_config(
                 );
             }
             c.credentials();
-            c.optional_text("root_node", 500);
+            c.optional_node_id("root_node");
+            c.opcua_nodes();
+            c.integer("publishing_interval_ms", 10, 60_000, Some(1000));
+            c.integer("sampling_interval_ms", 0, 60_000, Some(1000));
             let _ = url;
         }
         DataSourceType::Mqtt => {
             c.required_url("broker_url", &["mqtt", "mqtts", "tcp", "ssl"]);
             c.topics("topics");
+            if c.obj.get("payload_format").and_then(Value::as_str) == Some("sparkplug_b") {
+                c.err(
+                    "payload_format",
+                    "Sparkplug B is not supported yet; use json (see docs/api.md)",
+                );
+            }
             c.choice("payload_format", &["json"], "json");
             c.integer("qos", 0, 2, Some(1));
             c.optional_text("client_id", 23);
             c.credentials();
+            c.optional_text("ca_file", 4096);
+            for key in [
+                "asset_id_field",
+                "tag_name_field",
+                "value_field",
+                "timestamp_field",
+            ] {
+                c.optional_text(key, 200);
+            }
+            c.optional_name("asset_id");
+            c.integer_opt("asset_id_topic_level", 0, 64);
+            c.integer_opt("tag_name_topic_level", 0, 64);
         }
     }
     let known = known_keys(source_type);
@@ -182,7 +204,15 @@ const OPCUA_POLICIES: &[&str] = &[
 
 fn known_keys(t: DataSourceType) -> &'static [&'static str] {
     match t {
-        DataSourceType::Modbus => &["host", "port", "unit_id"],
+        DataSourceType::Modbus => &[
+            "host",
+            "port",
+            "unit_id",
+            "poll_interval_ms",
+            "timeout_ms",
+            "asset_id",
+            "registers",
+        ],
         DataSourceType::Opcua => &[
             "endpoint",
             "security_mode",
@@ -190,6 +220,9 @@ fn known_keys(t: DataSourceType) -> &'static [&'static str] {
             "username",
             "password",
             "root_node",
+            "nodes",
+            "publishing_interval_ms",
+            "sampling_interval_ms",
         ],
         DataSourceType::Mqtt => &[
             "broker_url",
@@ -199,6 +232,14 @@ fn known_keys(t: DataSourceType) -> &'static [&'static str] {
             "client_id",
             "username",
             "password",
+            "ca_file",
+            "asset_id_field",
+            "tag_name_field",
+            "value_field",
+            "timestamp_field",
+            "asset_id",
+            "asset_id_topic_level",
+            "tag_name_topic_level",
         ],
     }
 }
@@ -226,28 +267,6 @@ pub fn derive_endpoint(t: DataSourceType, config: &Value) -> String {
             let unit = config.get("unit_id").and_then(Value::as_i64).unwrap_or(1);
             format!("modbus://{host}:{port}/{unit}")
         }
-    }
-}
-
-/// The host and port a validated config connects to.
-pub fn network_target(t: DataSourceType, config: &Value) -> Option<NetworkTarget> {
-    let s = |k: &str| config.get(k).and_then(Value::as_str);
-    match t {
-        DataSourceType::Modbus => Some(NetworkTarget {
-            host: s("host")?.to_string(),
-            port: u16::try_from(config.get("port").and_then(Value::as_i64).unwrap_or(502)).ok()?,
-        }),
-        DataSourceType::Opcua => parse_url(s("endpoint")?).ok().map(|u| NetworkTarget {
-            host: u.host,
-            port: u.port.unwrap_or(4840),
-        }),
-        DataSourceType::Mqtt => parse_url(s("broker_url")?).ok().map(|u| {
-            let tls = u.scheme == "mqtts" || u.scheme == "ssl";
-            NetworkTarget {
-                host: u.host,
-                port: u.port.unwrap_or(if tls { 8883 } else { 1883 }),
-            }
-        }),
     }
 }
 
@@ -426,6 +445,195 @@ impl ConfigReader<'_> {
         }
     }
 
+    fn integer_opt(&mut self, key: &str, min: i64, max: i64) {
+        if self.obj.get(key).is_some_and(|v| !v.is_null()) {
+            self.integer(key, min, max, None);
+        }
+    }
+
+    /// An optional asset id or tag name (the telemetry naming rules).
+    fn optional_name(&mut self, key: &str) {
+        match self.obj.get(key) {
+            None | Some(Value::Null) => {}
+            Some(Value::String(s)) => match crate::telemetry::check_name(s) {
+                Ok(()) => {
+                    self.out.insert(key.into(), Value::String(s.clone()));
+                }
+                Err(e) => self.err(key, e),
+            },
+            Some(_) => self.err(key, "must be a string"),
+        }
+    }
+
+    fn optional_node_id(&mut self, key: &str) {
+        match self.obj.get(key) {
+            None | Some(Value::Null) => {}
+            Some(Value::String(s)) => match check_node_id(s) {
+                Ok(()) => {
+                    self.out.insert(key.into(), Value::String(s.clone()));
+                }
+                Err(e) => self.err(key, &e),
+            },
+            Some(_) => self.err(key, "must be a node id string such as ns=2;s=Simulation"),
+        }
+    }
+
+    /// The Modbus register map: `registers[i]` objects.
+    fn registers(&mut self) {
+        let default_asset = self.obj.get("asset_id").is_some_and(|v| v.is_string());
+        let items = match self.obj.get("registers") {
+            None | Some(Value::Null) => {
+                self.out
+                    .insert("registers".into(), Value::Array(Vec::new()));
+                return;
+            }
+            Some(Value::Array(items)) if items.len() <= MAX_MAPPED_TAGS => items,
+            Some(Value::Array(_)) => {
+                self.err(
+                    "registers",
+                    &format!("may map at most {MAX_MAPPED_TAGS} registers"),
+                );
+                return;
+            }
+            Some(_) => {
+                self.err("registers", "must be an array of register mappings");
+                return;
+            }
+        };
+        let mut out = Vec::with_capacity(items.len());
+        let mut seen = std::collections::HashSet::new();
+        for (i, item) in items.iter().enumerate() {
+            let prefix = format!("{}.registers[{i}]", self.prefix);
+            let Some(obj) = item.as_object() else {
+                self.v.add(prefix, "must be an object");
+                continue;
+            };
+            let mut r = ConfigReader {
+                obj,
+                prefix: &prefix,
+                v: &mut *self.v,
+                out: Map::new(),
+            };
+            match obj.get("tag_name") {
+                Some(Value::String(_)) => r.optional_name("tag_name"),
+                _ => r.err(
+                    "tag_name",
+                    "is required: the tag this register is stored as",
+                ),
+            }
+            r.optional_name("asset_id");
+            if !default_asset && !obj.get("asset_id").is_some_and(|v| v.is_string()) {
+                r.err(
+                    "asset_id",
+                    "is required (here or as config.asset_id for every register)",
+                );
+            }
+            let kind = r.choice("kind", &["holding", "input", "coil", "discrete"], "holding");
+            r.integer("address", 0, 65535, None);
+            let bits = kind == "coil" || kind == "discrete";
+            let data_type = if bits {
+                r.choice("data_type", &["bool"], "bool")
+            } else {
+                r.choice("data_type", &["u16", "i16", "u32", "i32", "f32"], "u16")
+            };
+            r.choice("word_order", &["big", "little"], "big");
+            r.number("scale", 1.0);
+            r.number("offset", 0.0);
+            for key in obj.keys() {
+                if !REGISTER_KEYS.contains(&key.as_str()) {
+                    r.err(
+                        key,
+                        &format!("unknown key; known keys: {}", REGISTER_KEYS.join(", ")),
+                    );
+                }
+            }
+            let width = if matches!(data_type.as_str(), "u32" | "i32" | "f32") {
+                2
+            } else {
+                1
+            };
+            if let Some(addr) = obj.get("address").and_then(Value::as_i64)
+                && addr + width > 65536
+            {
+                r.err("address", "the value runs past register 65535");
+            }
+            let key = (
+                obj.get("asset_id")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+                obj.get("tag_name")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+            );
+            if key.1.is_some() && !seen.insert(key) {
+                r.err("tag_name", "is mapped twice for the same asset");
+            }
+            out.push(Value::Object(r.out));
+        }
+        self.out.insert("registers".into(), Value::Array(out));
+    }
+
+    /// An explicit OPC UA node list: `nodes[i]` = {node_id, asset_id, tag_name}.
+    fn opcua_nodes(&mut self) {
+        let items = match self.obj.get("nodes") {
+            None | Some(Value::Null) => return,
+            Some(Value::Array(items)) if !items.is_empty() && items.len() <= MAX_MAPPED_TAGS => {
+                items
+            }
+            Some(_) => {
+                self.err(
+                    "nodes",
+                    &format!(
+                        "must be an array of 1 to {MAX_MAPPED_TAGS} objects {{node_id, asset_id, tag_name}}"
+                    ),
+                );
+                return;
+            }
+        };
+        let mut out = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let prefix = format!("{}.nodes[{i}]", self.prefix);
+            let Some(obj) = item.as_object() else {
+                self.v
+                    .add(prefix, "must be an object {node_id, asset_id, tag_name}");
+                continue;
+            };
+            let mut r = ConfigReader {
+                obj,
+                prefix: &prefix,
+                v: &mut *self.v,
+                out: Map::new(),
+            };
+            for key in ["node_id", "asset_id", "tag_name"] {
+                if !obj.get(key).is_some_and(|v| v.is_string()) {
+                    r.err(key, "is required (a string)");
+                }
+            }
+            r.optional_node_id("node_id");
+            r.optional_name("asset_id");
+            r.optional_name("tag_name");
+            for key in obj.keys() {
+                if !["node_id", "asset_id", "tag_name"].contains(&key.as_str()) {
+                    r.err(key, "unknown key; known keys: node_id, asset_id, tag_name");
+                }
+            }
+            out.push(Value::Object(r.out));
+        }
+        self.out.insert("nodes".into(), Value::Array(out));
+    }
+
+    fn number(&mut self, key: &str, default: f64) {
+        match self.obj.get(key) {
+            None | Some(Value::Null) => {
+                self.out.insert(key.into(), default.into());
+            }
+            Some(Value::Number(n)) if n.as_f64().is_some_and(f64::is_finite) => {
+                self.out.insert(key.into(), Value::Number(n.clone()));
+            }
+            Some(_) => self.err(key, "must be a number"),
+        }
+    }
+
     fn topics(&mut self, key: &str) {
         let Some(Value::Array(items)) = self.obj.get(key) else {
             self.err(
@@ -453,6 +661,45 @@ impl ConfigReader<'_> {
     }
 }
 
+/// The most tags one register map or node list may name.
+pub const MAX_MAPPED_TAGS: usize = 100_000;
+
+const REGISTER_KEYS: &[&str] = &[
+    "tag_name",
+    "asset_id",
+    "kind",
+    "address",
+    "data_type",
+    "word_order",
+    "scale",
+    "offset",
+];
+
+/// OPC UA node id text: `[ns=<n>;](i=<n>|s=<text>|g=<guid>|b=<base64>)`.
+pub fn check_node_id(text: &str) -> Result<(), String> {
+    let bad = || {
+        format!(
+            "'{text}' is not an OPC UA node id; expected e.g. i=85, ns=2;s=Simulation or ns=2;i=1001"
+        )
+    };
+    let rest = match text.strip_prefix("ns=") {
+        Some(r) => {
+            let (ns, rest) = r.split_once(';').ok_or_else(bad)?;
+            ns.parse::<u16>().map_err(|_| bad())?;
+            rest
+        }
+        None => text,
+    };
+    let (kind, id) = rest.split_once('=').ok_or_else(bad)?;
+    let ok = match kind {
+        "i" => id.parse::<u32>().is_ok(),
+        "s" | "b" => !id.is_empty() && id.len() <= 4096,
+        "g" => id.len() == 36,
+        _ => false,
+    };
+    if ok { Ok(()) } else { Err(bad()) }
+}
+
 /// MQTT topic filter rules: non-empty, `+` fills a whole level, `#` only as the whole last level.
 pub fn check_topic_filter(filter: &str) -> Result<(), String> {
     if filter.is_empty() || filter.len() > 65535 {
@@ -468,6 +715,163 @@ pub fn check_topic_filter(filter: &str) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// A validated modbus `config`, as connectors read it (defaults cover configs stored before a
+/// key existed).
+#[derive(Clone, Debug, Deserialize)]
+pub struct ModbusConfig {
+    pub host: String,
+    #[serde(default = "default_modbus_port")]
+    pub port: u16,
+    #[serde(default = "one_u8")]
+    pub unit_id: u8,
+    #[serde(default = "default_interval_ms")]
+    pub poll_interval_ms: u64,
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+    #[serde(default)]
+    pub asset_id: Option<String>,
+    #[serde(default)]
+    pub registers: Vec<RegisterMap>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+pub struct RegisterMap {
+    pub tag_name: String,
+    #[serde(default)]
+    pub asset_id: Option<String>,
+    #[serde(default)]
+    pub kind: RegisterKind,
+    pub address: u16,
+    #[serde(default)]
+    pub data_type: RegisterType,
+    #[serde(default)]
+    pub word_order: WordOrder,
+    #[serde(default = "one_f64")]
+    pub scale: f64,
+    #[serde(default)]
+    pub offset: f64,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RegisterKind {
+    #[default]
+    Holding,
+    Input,
+    Coil,
+    Discrete,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RegisterType {
+    #[default]
+    U16,
+    I16,
+    U32,
+    I32,
+    F32,
+    Bool,
+}
+
+impl RegisterType {
+    /// 16-bit registers (or bits) the value occupies.
+    pub fn width(self) -> u16 {
+        match self {
+            RegisterType::U32 | RegisterType::I32 | RegisterType::F32 => 2,
+            _ => 1,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WordOrder {
+    /// High word first (the Modbus convention).
+    #[default]
+    Big,
+    Little,
+}
+
+/// A validated opcua `config`.
+#[derive(Clone, Debug, Deserialize)]
+pub struct OpcuaConfig {
+    pub endpoint: String,
+    #[serde(default = "none_text")]
+    pub security_mode: String,
+    #[serde(default = "none_text")]
+    pub security_policy: String,
+    #[serde(default)]
+    pub username: Option<String>,
+    #[serde(default)]
+    pub password: Option<String>,
+    #[serde(default)]
+    pub root_node: Option<String>,
+    #[serde(default)]
+    pub nodes: Vec<NodeMap>,
+    #[serde(default = "default_interval_ms")]
+    pub publishing_interval_ms: u64,
+    #[serde(default = "default_interval_ms")]
+    pub sampling_interval_ms: u64,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+pub struct NodeMap {
+    pub node_id: String,
+    pub asset_id: String,
+    pub tag_name: String,
+}
+
+/// A validated mqtt `config`.
+#[derive(Clone, Debug, Deserialize)]
+pub struct MqttConfig {
+    pub broker_url: String,
+    pub topics: Vec<String>,
+    #[serde(default = "one_u8")]
+    pub qos: u8,
+    #[serde(default)]
+    pub client_id: Option<String>,
+    #[serde(default)]
+    pub username: Option<String>,
+    #[serde(default)]
+    pub password: Option<String>,
+    #[serde(default)]
+    pub ca_file: Option<String>,
+    #[serde(default)]
+    pub asset_id_field: Option<String>,
+    #[serde(default)]
+    pub tag_name_field: Option<String>,
+    #[serde(default)]
+    pub value_field: Option<String>,
+    #[serde(default)]
+    pub timestamp_field: Option<String>,
+    #[serde(default)]
+    pub asset_id: Option<String>,
+    #[serde(default)]
+    pub asset_id_topic_level: Option<usize>,
+    #[serde(default)]
+    pub tag_name_topic_level: Option<usize>,
+}
+
+fn default_modbus_port() -> u16 {
+    502
+}
+fn one_u8() -> u8 {
+    1
+}
+fn one_f64() -> f64 {
+    1.0
+}
+fn default_interval_ms() -> u64 {
+    1000
+}
+fn default_timeout_ms() -> u64 {
+    3000
+}
+fn none_text() -> String {
+    "None".into()
 }
 
 #[cfg(test)]
@@ -488,7 +892,11 @@ mod tests {
     #[test]
     fn modbus_ranges_and_defaults() {
         let ok = check(DataSourceType::Modbus, json!({"host": "10.0.0.5"})).unwrap();
-        assert_eq!(ok, json!({"host": "10.0.0.5", "port": 502, "unit_id": 1}));
+        assert_eq!(
+            ok,
+            json!({"host": "10.0.0.5", "port": 502, "unit_id": 1, "poll_interval_ms": 1000,
+                   "timeout_ms": 3000, "registers": []})
+        );
         assert_eq!(
             derive_endpoint(DataSourceType::Modbus, &ok),
             "modbus://10.0.0.5:502/1"
@@ -517,6 +925,97 @@ mod tests {
     }
 
     #[test]
+    fn modbus_register_maps() {
+        let ok = check(
+            DataSourceType::Modbus,
+            json!({"host": "plc", "asset_id": "P1", "registers": [
+                {"tag_name": "flow", "address": 0, "data_type": "f32", "word_order": "little", "scale": 0.1},
+                {"tag_name": "run", "kind": "coil", "address": 3, "asset_id": "P2"}
+            ]}),
+        )
+        .unwrap();
+        let parsed: ModbusConfig = serde_json::from_value(ok).unwrap();
+        assert_eq!(parsed.registers[0].data_type, RegisterType::F32);
+        assert_eq!(parsed.registers[0].word_order, WordOrder::Little);
+        assert_eq!(parsed.registers[0].kind, RegisterKind::Holding);
+        assert_eq!(parsed.registers[1].data_type, RegisterType::Bool);
+        let errs = check(
+            DataSourceType::Modbus,
+            json!({"host": "plc", "registers": [
+                {"tag_name": "a", "address": 70000},
+                {"address": 1, "asset_id": "x"},
+                {"tag_name": "c", "asset_id": "x", "kind": "coil", "address": 1, "data_type": "f32"},
+                {"tag_name": "d", "asset_id": "x", "address": 65535, "data_type": "u32"},
+                {"tag_name": "e", "asset_id": "x", "address": 1, "colour": 1}
+            ]}),
+        )
+        .unwrap_err();
+        for expected in [
+            "config.registers[0].asset_id: is required",
+            "config.registers[0].address: must be an integer",
+            "config.registers[1].tag_name: is required",
+            "config.registers[2].data_type: must be one of bool",
+            "config.registers[3].address: the value runs past register 65535",
+            "config.registers[4].colour: unknown key",
+        ] {
+            assert!(
+                errs.iter().any(|e| e.starts_with(expected)),
+                "{expected}: {errs:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn opcua_node_lists_and_mqtt_mapping() {
+        let ok = check(
+            DataSourceType::Opcua,
+            json!({"endpoint": "opc.tcp://plc", "root_node": "ns=2;s=Simulation",
+                   "nodes": [{"node_id": "ns=2;i=7", "asset_id": "P1", "tag_name": "t"}]}),
+        )
+        .unwrap();
+        let parsed: OpcuaConfig = serde_json::from_value(ok).unwrap();
+        assert_eq!(parsed.nodes[0].node_id, "ns=2;i=7");
+        assert_eq!(parsed.publishing_interval_ms, 1000);
+        let errs = check(
+            DataSourceType::Opcua,
+            json!({"endpoint": "opc.tcp://plc", "root_node": "Simulation",
+                   "nodes": [{"node_id": "ns=x;i=1", "tag_name": "t"}]}),
+        )
+        .unwrap_err();
+        assert!(
+            errs.iter()
+                .any(|e| e.starts_with("config.root_node: 'Simulation' is not an OPC UA node id")),
+            "{errs:?}"
+        );
+        assert!(
+            errs.iter()
+                .any(|e| e.starts_with("config.nodes[0].node_id:")),
+            "{errs:?}"
+        );
+        assert!(
+            errs.iter()
+                .any(|e| e.starts_with("config.nodes[0].asset_id: is required")),
+            "{errs:?}"
+        );
+        let sparkplug = check(
+            DataSourceType::Mqtt,
+            json!({"broker_url": "mqtt://b", "topics": ["spBv1.0/#"], "payload_format": "sparkplug_b"}),
+        )
+        .unwrap_err();
+        assert!(
+            sparkplug[0].contains("Sparkplug B is not supported"),
+            "{sparkplug:?}"
+        );
+        let mapped = check(
+            DataSourceType::Mqtt,
+            json!({"broker_url": "mqtt://b", "topics": ["p/+/+"], "asset_id_topic_level": 1, "tag_name_topic_level": 2}),
+        )
+        .unwrap();
+        let parsed: MqttConfig = serde_json::from_value(mapped).unwrap();
+        assert_eq!(parsed.tag_name_topic_level, Some(2));
+    }
+
+    #[test]
     fn opcua_security_and_endpoint() {
         let ok = check(
             DataSourceType::Opcua,
@@ -524,14 +1023,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(ok["security_mode"], "None");
-        let target = network_target(DataSourceType::Opcua, &ok).unwrap();
-        assert_eq!(
-            target,
-            NetworkTarget {
-                host: "localhost".into(),
-                port: 4840
-            }
-        );
+        assert_eq!(ok["endpoint"], "opc.tcp://localhost:4840");
         let signed = check(
             DataSourceType::Opcua,
             json!({"endpoint": "opc.tcp://plc1", "security_mode": "SignAndEncrypt"}),
@@ -559,10 +1051,8 @@ mod tests {
             json!({"broker_url": "mqtts://broker.local", "topics": ["plant/+/#"]}),
         )
         .unwrap();
-        assert_eq!(
-            network_target(DataSourceType::Mqtt, &ok).unwrap().port,
-            8883
-        );
+        let parsed: MqttConfig = serde_json::from_value(ok).unwrap();
+        assert_eq!(parsed.topics, vec!["plant/+/#".to_string()]);
         let errs = check(
             DataSourceType::Mqtt,
             json!({"broker_url": "mqtt://b:1883", "topics": ["a/#/b", "x+"]}),
@@ -588,6 +1078,8 @@ mod tests {
             endpoint: "e".into(),
             status: DataSourceStatus::Disconnected,
             tag_count: 0,
+            enabled: true,
+            last_error: None,
             config: json!({"endpoint": "opc.tcp://a", "username": "u", "password": "p"}),
             created_at: Timestamp::now(),
             updated_at: Timestamp::now(),

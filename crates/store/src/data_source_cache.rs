@@ -24,6 +24,8 @@ pub(crate) struct DataSourceCache {
     trusted: AtomicBool,
     /// Dropped with the cache, which ends its listener.
     alive: tokio::sync::watch::Sender<()>,
+    /// Bumped on every invalidation, for watchers of data source changes.
+    changed: tokio::sync::watch::Sender<u64>,
 }
 
 impl DataSourceCache {
@@ -33,7 +35,16 @@ impl DataSourceCache {
             generation: AtomicU64::new(0),
             trusted: AtomicBool::new(trusted),
             alive: tokio::sync::watch::channel(()).0,
+            changed: tokio::sync::watch::channel(0).0,
         }
+    }
+
+    pub(crate) fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    fn announce(&self) {
+        self.changed.send_modify(|n| *n += 1);
     }
 
     /// The cached list and, on a miss, the generation to hand back to [`Self::put`].
@@ -60,6 +71,8 @@ impl DataSourceCache {
         let mut orgs = self.orgs.lock().unwrap_or_else(|p| p.into_inner());
         self.generation.fetch_add(1, Ordering::AcqRel);
         orgs.remove(org_id);
+        drop(orgs);
+        self.announce();
     }
 
     fn reset(&self, trusted: bool) {
@@ -67,6 +80,8 @@ impl DataSourceCache {
         self.generation.fetch_add(1, Ordering::AcqRel);
         self.trusted.store(trusted, Ordering::Release);
         orgs.clear();
+        drop(orgs);
+        self.announce();
     }
 }
 

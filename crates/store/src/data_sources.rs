@@ -18,6 +18,7 @@ pub struct NewDataSource<'a> {
     pub source_type: DataSourceType,
     pub endpoint: &'a str,
     pub config: &'a Value,
+    pub enabled: bool,
 }
 
 /// The fields a `PUT` may change; `None` keeps the stored value.
@@ -27,6 +28,15 @@ pub struct DataSourceUpdate {
     pub source_type: Option<DataSourceType>,
     pub endpoint: Option<String>,
     pub config: Option<Value>,
+    pub enabled: Option<bool>,
+}
+
+/// What a connector reports about its source.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConnectorState {
+    pub status: DataSourceStatus,
+    pub tag_count: i64,
+    pub last_error: Option<String>,
 }
 
 const DUPLICATE_NAME: &str = "a data source with this name already exists";
@@ -45,6 +55,8 @@ fn from_row(row: &AnyRow) -> Result<DataSource> {
         status: DataSourceStatus::parse(&status)
             .ok_or_else(|| StoreError::Corrupt(format!("data source status {status}")))?,
         tag_count: row.try_get("tag_count")?,
+        enabled: row.try_get::<i64, _>("enabled")? != 0,
+        last_error: row.try_get("last_error")?,
         config: serde_json::from_str(&config).map_err(|e| StoreError::Corrupt(e.to_string()))?,
         created_at: Timestamp::from_millis(row.try_get("created_at")?),
         updated_at: Timestamp::from_millis(row.try_get("updated_at")?),
@@ -62,14 +74,16 @@ impl Store {
             endpoint: new.endpoint.to_string(),
             status: DataSourceStatus::Disconnected,
             tag_count: 0,
+            enabled: new.enabled,
+            last_error: None,
             config: new.config.clone(),
             created_at: now,
             updated_at: now,
         };
         let mut tx = self.begin_write().await?;
         sqlx::query(
-            "INSERT INTO data_sources (id, org_id, name, type, endpoint, status, tag_count, config, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+            "INSERT INTO data_sources (id, org_id, name, type, endpoint, status, tag_count, config, created_at, updated_at, enabled) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
         )
         .bind(&ds.id)
         .bind(&ds.org_id)
@@ -81,6 +95,7 @@ impl Store {
         .bind(ds.config.to_string())
         .bind(now.millis())
         .bind(now.millis())
+        .bind(i64::from(ds.enabled))
         .execute(&mut *tx)
         .await
         .map_err(|e| conflict_on_unique(e, DUPLICATE_NAME))?;
@@ -140,9 +155,10 @@ impl Store {
         let source_type = u.source_type.unwrap_or(current.source_type);
         let endpoint = u.endpoint.unwrap_or(current.endpoint);
         let config = u.config.unwrap_or(current.config);
+        let enabled = u.enabled.unwrap_or(current.enabled);
         let mut tx = self.begin_write().await?;
         sqlx::query(
-            "UPDATE data_sources SET name = $1, type = $2, endpoint = $3, config = $4, updated_at = $5 \
+            "UPDATE data_sources SET name = $1, type = $2, endpoint = $3, config = $4, updated_at = $5, enabled = $8 \
              WHERE org_id = $6 AND id = $7",
         )
         .bind(&name)
@@ -152,6 +168,7 @@ impl Store {
         .bind(Timestamp::now().millis())
         .bind(org_id)
         .bind(id)
+        .bind(i64::from(enabled))
         .execute(&mut *tx)
         .await
         .map_err(|e| conflict_on_unique(e, DUPLICATE_NAME))?;
@@ -170,5 +187,42 @@ impl Store {
             return Err(StoreError::NotFound);
         }
         self.commit_data_source_write(tx, org_id).await
+    }
+
+    /// Every data source of every organization (for the connector supervisor).
+    pub async fn all_data_sources(&self) -> Result<Vec<DataSource>> {
+        let rows = sqlx::query("SELECT * FROM data_sources ORDER BY created_at, id")
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(from_row).collect()
+    }
+
+    /// Records what a connector reports (not a user's change: `updated_at` stays). A source
+    /// deleted meanwhile is no error.
+    pub async fn set_connector_state(
+        &self,
+        org_id: &str,
+        id: &str,
+        state: &ConnectorState,
+    ) -> Result<()> {
+        let mut tx = self.begin_write().await?;
+        sqlx::query(
+            "UPDATE data_sources SET status = $1, tag_count = $2, last_error = $3 \
+             WHERE org_id = $4 AND id = $5",
+        )
+        .bind(state.status.as_str())
+        .bind(state.tag_count)
+        .bind(state.last_error.as_deref())
+        .bind(org_id)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        self.commit_data_source_write(tx, org_id).await
+    }
+
+    /// Changes whenever a data source may have changed (on this node, or on another node
+    /// sharing the PostgreSQL database).
+    pub fn data_source_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.data_source_cache.changes()
     }
 }

@@ -6,13 +6,15 @@ mod api_keys;
 mod audit;
 mod data_source_cache;
 mod data_sources;
+mod lease;
 mod migrate;
 mod notify;
 mod orgs;
 
 pub use api_keys::NewApiKey;
 pub use audit::{AuditFilter, AuditSummary, NewAuditRecord, insert_audit_rows};
-pub use data_sources::{DataSourceUpdate, NewDataSource};
+pub use data_sources::{ConnectorState, DataSourceUpdate, NewDataSource};
+pub use lease::{CONNECTORS_LEASE, Lease};
 pub use notify::NotifyTarget;
 pub use orgs::NewUser;
 

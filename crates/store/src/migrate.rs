@@ -21,6 +21,11 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0002_telemetry.sql"),
         postgres: include_str!("../migrations/postgres/0002_telemetry.sql"),
     },
+    Migration {
+        version: 3,
+        sqlite: include_str!("../migrations/sqlite/0003_connectors.sql"),
+        postgres: include_str!("../migrations/postgres/0003_connectors.sql"),
+    },
 ];
 
 pub(crate) async fn run(store: &Store) -> Result<()> {

@@ -4,10 +4,10 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::response::IntoResponse;
 use axum::response::Response;
+use plantd_connectors::Protocol;
 use plantd_model::Timestamp;
 use plantd_model::data_source::{
-    self, DataSource, DataSourceStatus, DataSourceType, MAX_NAME_LEN, NetworkTarget,
-    derive_endpoint, validate_config,
+    DataSource, DataSourceStatus, DataSourceType, MAX_NAME_LEN, derive_endpoint, validate_config,
 };
 use plantd_model::page::PageMeta;
 use plantd_model::page::PageQuery;
@@ -18,7 +18,6 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use crate::envelope::{Data, List, created, no_content, ok};
 use crate::error::{ApiError, ApiResult, ErrorBody};
@@ -33,8 +32,14 @@ pub struct DataSourceView {
     #[serde(rename = "type")]
     pub source_type: DataSourceType,
     pub endpoint: String,
+    /// `connected` only while the protocol session is up.
     pub status: DataSourceStatus,
+    /// Tags the connector reads.
     pub tag_count: i64,
+    /// False: the source keeps its settings and runs no connector.
+    pub enabled: bool,
+    /// Why the connector is not connected, or the last problem it met while connected.
+    pub last_error: Option<String>,
     /// Protocol settings; passwords are write-only and show as `password_set: true`.
     #[schema(value_type = Object)]
     pub config: Value,
@@ -52,6 +57,8 @@ impl From<DataSource> for DataSourceView {
             endpoint: ds.endpoint,
             status: ds.status,
             tag_count: ds.tag_count,
+            enabled: ds.enabled,
+            last_error: ds.last_error,
             created_at: ds.created_at,
             updated_at: ds.updated_at,
         }
@@ -71,10 +78,13 @@ pub struct CreateDataSource {
     pub config: Value,
     /// Shown connection address; derived from `config` when absent.
     pub endpoint: Option<String>,
+    /// Run a connector for this source (default true).
+    pub enabled: Option<bool>,
 }
 
 /// Partial update: absent fields keep their value. Read-only fields of a fetched data source
-/// (`id`, `status`, `tag_count`, `created_at`, `updated_at`) are accepted and ignored.
+/// (`id`, `status`, `tag_count`, `last_error`, `created_at`, `updated_at`) are accepted and
+/// ignored.
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateDataSource {
@@ -84,8 +94,12 @@ pub struct UpdateDataSource {
     #[schema(value_type = Option<Object>)]
     pub config: Option<Value>,
     pub endpoint: Option<String>,
+    /// Switch the connector on or off; settings are kept either way.
+    pub enabled: Option<bool>,
     #[schema(value_type = Option<String>, read_only)]
     pub id: Option<Value>,
+    #[schema(value_type = Option<String>, read_only)]
+    pub last_error: Option<Value>,
     #[schema(value_type = Option<String>, read_only)]
     pub status: Option<Value>,
     #[schema(value_type = Option<i64>, read_only)]
@@ -115,11 +129,11 @@ pub struct DataSourceQuery {
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct ConnectionTestResult {
     pub success: bool,
-    /// Time to establish the connection, when it succeeded.
+    /// Time the check took, when it succeeded.
     pub latency_ms: Option<f64>,
     /// What happened, in words a user can act on ("connection refused", ...).
     pub message: String,
-    /// `host:port` that was dialled.
+    /// What was dialled: the endpoint or broker URL, or `host:port` for Modbus.
     pub target: String,
     pub tested_at: Timestamp,
 }
@@ -227,6 +241,7 @@ pub async fn create_data_source(
             source_type: body.source_type,
             endpoint: &endpoint,
             config: &config,
+            enabled: body.enabled.unwrap_or(true),
         })
         .await?;
     Ok(created(&ds.id.clone(), DataSourceView::from(ds)))
@@ -286,6 +301,7 @@ pub async fn update_data_source(
         source_type: body.source_type,
         endpoint,
         config,
+        enabled: body.enabled,
     };
     let ds = state
         .store
@@ -326,10 +342,8 @@ pub async fn delete_data_source(
     Ok(no_content())
 }
 
-/// How long a connection test waits for the other side.
-pub const TEST_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Try to reach the source over the network and report what happened.
+/// Check the source at the protocol level: OPC UA opens a session and reads the server status,
+/// Modbus reads the first mapped register, MQTT connects and waits for CONNACK.
 #[utoipa::path(post, path = "/data-sources/{id}/test", tag = "data-sources", security(("api_key" = [])), params(("id" = String, Path)),
     responses((status = 200, body = Data<ConnectionTestResult>), (status = 404, body = ErrorBody)))]
 pub async fn test_data_source(
@@ -342,65 +356,22 @@ pub async fn test_data_source(
         .data_source(&caller.org_id, &id)
         .await
         .map_err(ApiError::missing("data source"))?;
-    let target = data_source::network_target(ds.source_type, &ds.config).ok_or_else(|| {
-        ApiError::Internal(format!(
-            "stored config of data source {id} has no network target"
-        ))
-    })?;
-    Ok(ok(tcp_check(&target).await))
-}
-
-/// Opens (and closes) a TCP connection to the target.
-pub async fn tcp_check(target: &NetworkTarget) -> ConnectionTestResult {
-    let addr = if target.host.contains(':') {
-        format!("[{}]:{}", target.host, target.port)
-    } else {
-        format!("{}:{}", target.host, target.port)
+    let probe = match Protocol::from_config(ds.source_type, &ds.config) {
+        Ok(protocol) => plantd_connectors::probe(&protocol).await,
+        Err(message) => plantd_connectors::Probe {
+            success: false,
+            latency: None,
+            message,
+            target: ds.endpoint.clone(),
+        },
     };
-    let started = Instant::now();
-    let outcome = tokio::time::timeout(TEST_TIMEOUT, async {
-        let addrs: Vec<_> = tokio::net::lookup_host(&addr)
-            .await
-            .map_err(|_| format!("could not resolve host '{}'", target.host))?
-            .collect();
-        let mut last = format!("could not resolve host '{}'", target.host);
-        for a in addrs {
-            match tokio::net::TcpStream::connect(a).await {
-                Ok(_) => return Ok(()),
-                Err(e) => last = describe_io_error(&e, &addr),
-            }
-        }
-        Err(last)
-    })
-    .await;
-    let latency = (started.elapsed().as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0;
-    let (success, message) = match outcome {
-        Ok(Ok(())) => (true, format!("TCP connection to {addr} established")),
-        Ok(Err(m)) => (false, m),
-        Err(_) => (
-            false,
-            format!(
-                "no answer from {addr} within {} s (timed out)",
-                TEST_TIMEOUT.as_secs()
-            ),
-        ),
-    };
-    ConnectionTestResult {
-        success,
-        latency_ms: success.then_some(latency),
-        message,
-        target: addr,
+    Ok(ok(ConnectionTestResult {
+        success: probe.success,
+        latency_ms: probe
+            .latency
+            .map(|d| (d.as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0),
+        message: probe.message,
+        target: probe.target,
         tested_at: Timestamp::now(),
-    }
-}
-
-fn describe_io_error(e: &std::io::Error, addr: &str) -> String {
-    use std::io::ErrorKind::*;
-    match e.kind() {
-        ConnectionRefused => format!("connection refused by {addr}: nothing listens on that port"),
-        TimedOut => format!("connection to {addr} timed out"),
-        HostUnreachable | NetworkUnreachable => format!("{addr} is unreachable from this server"),
-        PermissionDenied => format!("connecting to {addr} is not permitted"),
-        _ => format!("could not connect to {addr}: {e}"),
-    }
+    }))
 }

@@ -77,46 +77,67 @@ pub async fn ingest(
         }
     };
     check_sources(&state, &caller, &points, batch_source.as_deref()).await?;
-    if let Some(limit_gb) = state.config.limits.telemetry(caller.tier).storage_gb {
-        let used = state
-            .tsdb
-            .storage_bytes(&caller.org_id)
-            .await
-            .map_err(|e| ApiError::Internal(e.to_string()))?;
-        if plantd_tsdb::over_quota(used, points.len(), limit_gb) {
-            return Err(ApiError::RateLimited {
-                message: format!(
-                    "storage quota of {limit_gb} GB for the {} tier reached ({:.3} GB used); retention frees space, or raise the tier",
-                    caller.tier,
-                    used as f64 / 1e9
-                ),
-                retry_after: state.config.retention_interval.as_secs().max(1),
-            });
-        }
-    }
-    admit_points(&state, &caller, points.len() as u64, now)?;
-    let points = Arc::new(points);
     // The request's audit record is committed with its points (one commit per request, not
     // two); should the write fail, the pipeline records the failure as usual.
     let audit = facts.as_ref().map(|axum::Extension(f)| {
         audit_record(f, Some(&caller), axum::http::StatusCode::OK, None, None)
     });
     let audited = audit.is_some();
-    let accepted = state
-        .tsdb
-        .ingest(&caller.org_id, points.clone(), audit)
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
-    // Committed: tell live subscribers.
-    state.events.publish(crate::events::Event::Telemetry {
-        org_id: caller.org_id.as_str().into(),
-        points,
-    });
+    let accepted = store_points(
+        &state,
+        &caller.org_id,
+        caller.tier,
+        Arc::new(points),
+        audit,
+        now,
+    )
+    .await?;
     let mut response = ok(IngestResult { accepted });
     if audited {
         response.extensions_mut().insert(AuditCommitted);
     }
     Ok(response)
+}
+
+/// The one way points enter storage (the ingest endpoint and the connectors): the tier's
+/// storage quota and ingestion limits, the durable write (with `audit` in the same commit), then
+/// the live stream.
+pub(crate) async fn store_points(
+    state: &AppState,
+    org_id: &str,
+    tier: plantd_model::Tier,
+    points: Arc<Vec<Point>>,
+    audit: Option<plantd_store::NewAuditRecord>,
+    now: Timestamp,
+) -> ApiResult<usize> {
+    if let Some(limit_gb) = state.config.limits.telemetry(tier).storage_gb {
+        let used = state
+            .tsdb
+            .storage_bytes(org_id)
+            .await
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
+        if plantd_tsdb::over_quota(used, points.len(), limit_gb) {
+            return Err(ApiError::RateLimited {
+                message: format!(
+                    "storage quota of {limit_gb} GB for the {tier} tier reached ({:.3} GB used); retention frees space, or raise the tier",
+                    used as f64 / 1e9
+                ),
+                retry_after: state.config.retention_interval.as_secs().max(1),
+            });
+        }
+    }
+    admit_points(state, org_id, tier, points.len() as u64, now)?;
+    let accepted = state
+        .tsdb
+        .ingest(org_id, points.clone(), audit)
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    // Committed: tell live subscribers.
+    state.events.publish(crate::events::Event::Telemetry {
+        org_id: org_id.into(),
+        points,
+    });
+    Ok(accepted)
 }
 
 /// Every named data source must be one of the caller's organization: the batch's is named
@@ -166,8 +187,14 @@ async fn check_sources(
 }
 
 /// The tier's ingestion limits (SPEC 8.3), counted in points per organization.
-fn admit_points(state: &AppState, caller: &Caller, n: u64, now: Timestamp) -> ApiResult<()> {
-    let limits = state.config.limits.telemetry(caller.tier);
+fn admit_points(
+    state: &AppState,
+    org_id: &str,
+    tier: plantd_model::Tier,
+    n: u64,
+    now: Timestamp,
+) -> ApiResult<()> {
+    let limits = state.config.limits.telemetry(tier);
     let windows: Vec<Window> = [
         (limits.points_per_minute, 60),
         (limits.points_per_hour, 3_600),
@@ -181,7 +208,7 @@ fn admit_points(state: &AppState, caller: &Caller, n: u64, now: Timestamp) -> Ap
     })
     .collect();
     let bucket = Bucket {
-        name: format!("points:{}", caller.org_id),
+        name: format!("points:{org_id}"),
         label: "telemetry ingestion",
         windows,
     };
