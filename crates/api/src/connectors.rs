@@ -179,18 +179,19 @@ fn current_state(ds: &DataSource) -> ConnectorState {
 /// One source: its connector, the writes of its points, the records of its state.
 async fn source_task(state: AppState, ds: DataSource, mut stop: watch::Receiver<bool>) {
     let mut recorded = current_state(&ds);
-    let protocol = match Protocol::from_config(ds.source_type, &ds.config) {
-        Ok(p) => p,
-        Err(e) => {
-            let failed = ConnectorState {
-                status: DataSourceStatus::Disconnected,
-                tag_count: 0,
-                last_error: Some(e),
-            };
-            record(&state, &ds, &mut recorded, failed).await;
-            return;
-        }
-    };
+    let protocol =
+        match Protocol::from_config(ds.source_type, &ds.config, &state.config.connectors_pki_dir) {
+            Ok(p) => p,
+            Err(e) => {
+                let failed = ConnectorState {
+                    status: DataSourceStatus::Disconnected,
+                    tag_count: 0,
+                    last_error: Some(e),
+                };
+                record(&state, &ds, &mut recorded, failed).await;
+                return;
+            }
+        };
     let sink = Sink::new(&ds.id);
     let mut conn = sink.state();
     let (stop_connector, connector_stopped) = watch::channel(false);

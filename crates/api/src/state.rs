@@ -26,6 +26,8 @@ pub struct ApiConfig {
     pub retention: plantd_tsdb::Retention,
     /// How often the retention job runs.
     pub retention_interval: Duration,
+    /// Where OPC UA connectors keep their key pair and the servers' certificates.
+    pub connectors_pki_dir: std::path::PathBuf,
 }
 
 impl Default for ApiConfig {
@@ -37,6 +39,7 @@ impl Default for ApiConfig {
             usage_flush_interval: Duration::from_secs(5),
             retention: plantd_tsdb::Retention::default(),
             retention_interval: Duration::from_secs(3600),
+            connectors_pki_dir: std::env::temp_dir().join("plantd-pki-connectors"),
         }
     }
 }

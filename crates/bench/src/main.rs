@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod connectors;
 mod sim;
 mod telemetry;
 
@@ -60,7 +61,7 @@ fn options() -> Result<Options> {
             "--no-sqlite" => o.no_sqlite = true,
             "--ingest-only" => o.ingest_only = true,
             "--plantd" => o.plantd = args.next().context("--plantd PATH")?.into(),
-            "api" | "telemetry" | "sim" => suite = Some(a),
+            "api" | "telemetry" | "sim" | "connectors" => suite = Some(a),
             "--points" => o.points = args.next().context("--points N")?.parse()?,
             other => bail!(
                 "unknown argument {other}; usage: plantd-bench api [--duration S] [--connections N] [--postgres-url URL | --no-postgres] [--no-sqlite] [--ingest-only] [--plantd PATH]"
@@ -69,7 +70,7 @@ fn options() -> Result<Options> {
     }
     let Some(suite) = suite else {
         bail!(
-            "usage: plantd-bench api|telemetry|sim [--duration S] [--connections N] [--points N] [--postgres-url URL | --no-postgres]"
+            "usage: plantd-bench api|telemetry|sim|connectors [--duration S] [--connections N] [--points N] [--postgres-url URL | --no-postgres]"
         );
     };
     o.suite = suite;
@@ -283,6 +284,9 @@ async fn main() -> Result<()> {
     if o.suite == "sim" {
         return sim::run(&o).await;
     }
+    if o.suite == "connectors" {
+        return connectors::run(&o).await;
+    }
     let mut backends: Vec<(&str, Option<String>)> = vec![("SQLite", None)];
     if let Some(url) = &o.postgres_url {
         match create_postgres_db(url) {
@@ -308,7 +312,7 @@ async fn main() -> Result<()> {
         let mut sender = connect(&server.addr).await?;
         for i in 0..20 {
             let body = format!(
-                r#"{{"name": "PLC {i}", "type": "modbus", "config": {{"host": "10.0.0.{i}"}}}}"#
+                r#"{{"name": "PLC {i}", "type": "modbus", "enabled": false, "config": {{"host": "10.0.0.{i}"}}}}"#
             );
             let s = request(
                 &mut sender,

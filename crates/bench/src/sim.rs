@@ -21,7 +21,7 @@ use super::Options;
 /// Clock ticks per second of /proc/<pid>/stat times.
 const TICKS: f64 = 100.0;
 
-fn cpu_seconds(pid: u32) -> Result<f64> {
+pub(crate) fn cpu_seconds(pid: u32) -> Result<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
     let after = stat.rsplit_once(')').context("stat")?.1;
     let f: Vec<&str> = after.split_whitespace().collect();
@@ -30,7 +30,7 @@ fn cpu_seconds(pid: u32) -> Result<f64> {
     Ok((utime + stime) / TICKS)
 }
 
-fn rss_mib(pid: u32) -> Result<f64> {
+pub(crate) fn rss_mib(pid: u32) -> Result<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     let kb: f64 = status
         .lines()
@@ -44,15 +44,101 @@ fn rss_mib(pid: u32) -> Result<f64> {
 }
 
 /// A configuration of vibration sensors (X, Y, Z, RMS: four variables that all change at every
-/// update), `variables` in all, each updating once per second.
-fn config(variables: usize) -> String {
+/// update), `variables` in all, each updating every `update_ms`.
+pub(crate) fn config(variables: usize, update_ms: u64) -> String {
     let mut s = String::from("max_subscriptions: 10\nassets:\n");
     for i in 0..variables.div_ceil(4) {
         s.push_str(&format!(
-            "  - id: V{i:06}\n    type: vibration_sensor\n    update_rate_ms: 1000\n"
+            "  - id: V{i:06}\n    type: vibration_sensor\n    update_rate_ms: {update_ms}\n"
         ));
     }
     s
+}
+
+/// `plantd sim start` as its own process, on free ports.
+pub(crate) struct SimProcess {
+    pub child: std::process::Child,
+    pub opcua_url: String,
+    /// `host:port`
+    pub modbus_addr: String,
+    pub dir: std::path::PathBuf,
+}
+
+impl SimProcess {
+    pub(crate) fn start(o: &Options, name: &str, config_text: &str) -> Result<Self> {
+        let dir = std::env::temp_dir().join(format!("plantd-bench-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let config_path = dir.join("sim.yaml");
+        std::fs::write(&config_path, config_text)?;
+        let mut child = Command::new(&o.plantd)
+            .args([
+                "sim",
+                "start",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--api-port",
+                "0",
+                "--modbus-port",
+                "0",
+                "--seed",
+                "1",
+            ])
+            .arg("--config")
+            .arg(&config_path)
+            .arg("--pki-dir")
+            .arg(dir.join("pki"))
+            .env("PLANTD_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let mut lines = BufReader::new(child.stdout.take().context("stdout")?).lines();
+        let (mut opcua_url, mut modbus_addr) = (String::new(), String::new());
+        let first_word = |rest: &str| {
+            rest.split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .to_string()
+        };
+        for line in lines.by_ref() {
+            let line = line?;
+            if let Some(rest) = line.strip_prefix("OPC UA endpoint: ") {
+                opcua_url = first_word(rest);
+            }
+            if let Some(rest) = line.strip_prefix("Modbus TCP: ") {
+                modbus_addr = first_word(rest);
+            }
+            if line.starts_with("certificates:") {
+                break;
+            }
+        }
+        std::thread::spawn(move || for _ in lines {});
+        let sim = Self {
+            child,
+            opcua_url,
+            modbus_addr,
+            dir,
+        };
+        if sim.opcua_url.is_empty() {
+            bail!("plantd sim start did not print its endpoint");
+        }
+        Ok(sim)
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for SimProcess {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 struct Row {
@@ -64,55 +150,10 @@ struct Row {
 }
 
 async fn measure(o: &Options, variables: usize) -> Result<Row> {
-    let dir = std::env::temp_dir().join(format!(
-        "plantd-bench-sim-{}-{variables}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir)?;
-    let config_path = dir.join("sim.yaml");
-    std::fs::write(&config_path, config(variables))?;
-    let mut child = Command::new(&o.plantd)
-        .args([
-            "sim",
-            "start",
-            "--port",
-            "0",
-            "--api-port",
-            "0",
-            "--modbus-port",
-            "0",
-            "--seed",
-            "1",
-        ])
-        .arg("--config")
-        .arg(&config_path)
-        .arg("--pki-dir")
-        .arg(dir.join("pki"))
-        .env("PLANTD_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()?;
-    let pid = child.id();
-    let mut lines = BufReader::new(child.stdout.take().context("stdout")?).lines();
-    let mut url = String::new();
-    for line in lines.by_ref() {
-        let line = line?;
-        if let Some(rest) = line.strip_prefix("OPC UA endpoint: ") {
-            url = rest
-                .split_whitespace()
-                .next()
-                .unwrap_or_default()
-                .to_string();
-        }
-        if line.starts_with("certificates:") {
-            break;
-        }
-    }
-    std::thread::spawn(move || for _ in lines {});
-    if url.is_empty() {
-        let _ = child.kill();
-        bail!("plantd sim start did not print its endpoint");
-    }
+    let sim = SimProcess::start(o, &format!("sim-{variables}"), &config(variables, 1000))?;
+    let pid = sim.pid();
+    let url = sim.opcua_url.clone();
+    let dir = sim.dir.clone();
     let result = async {
         let mut client = ClientBuilder::new()
             .application_name("plantd-bench")
@@ -205,11 +246,7 @@ async fn measure(o: &Options, variables: usize) -> Result<Row> {
         })
     }
     .await;
-    let _ = Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status();
-    let _ = child.wait();
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(sim);
     result
 }
 

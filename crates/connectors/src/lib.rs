@@ -15,6 +15,7 @@ pub mod opcua;
 use plantd_model::Timestamp;
 use plantd_model::data_source::{DataSourceType, ModbusConfig, MqttConfig, OpcuaConfig};
 use plantd_model::telemetry::Point;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -32,15 +33,22 @@ pub const MAX_BUFFERED_POINTS: usize = 1_000_000;
 /// A data source's protocol settings, parsed from its validated `config`.
 #[derive(Clone, Debug)]
 pub enum Protocol {
-    Opcua(OpcuaConfig),
+    /// The config, and where the client keeps its key pair and the servers' certificates.
+    Opcua(OpcuaConfig, PathBuf),
     Modbus(ModbusConfig),
     Mqtt(MqttConfig),
 }
 
 impl Protocol {
-    pub fn from_config(t: DataSourceType, config: &serde_json::Value) -> Result<Self, String> {
+    /// `pki_dir`: where OPC UA clients keep their key pair and the servers' certificates.
+    pub fn from_config(
+        t: DataSourceType,
+        config: &serde_json::Value,
+        pki_dir: &Path,
+    ) -> Result<Self, String> {
         let parsed = match t {
-            DataSourceType::Opcua => serde_json::from_value(config.clone()).map(Protocol::Opcua),
+            DataSourceType::Opcua => serde_json::from_value(config.clone())
+                .map(|c| Protocol::Opcua(c, pki_dir.to_path_buf())),
             DataSourceType::Modbus => serde_json::from_value(config.clone()).map(Protocol::Modbus),
             DataSourceType::Mqtt => serde_json::from_value(config.clone()).map(Protocol::Mqtt),
         };
@@ -223,7 +231,7 @@ pub async fn run(protocol: Protocol, sink: Sink, mut stop: watch::Receiver<bool>
 
 async fn session(protocol: &Protocol, sink: &Sink) -> Result<(), String> {
     match protocol {
-        Protocol::Opcua(c) => opcua::session(c, sink).await,
+        Protocol::Opcua(c, pki) => opcua::session(c, pki, sink).await,
         Protocol::Modbus(c) => modbus::session(c, sink).await,
         Protocol::Mqtt(c) => mqtt::session(c, sink).await,
     }
@@ -267,7 +275,7 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 pub async fn probe(protocol: &Protocol) -> Probe {
     let started = Instant::now();
     let (target, outcome) = match protocol {
-        Protocol::Opcua(c) => (c.endpoint.clone(), opcua::probe(c).await),
+        Protocol::Opcua(c, pki) => (c.endpoint.clone(), opcua::probe(c, pki).await),
         Protocol::Modbus(c) => (
             net::host_port(&c.host, c.port),
             tokio::time::timeout(PROBE_TIMEOUT, modbus::probe(c))

@@ -30,9 +30,9 @@ use plantd_model::Timestamp;
 use plantd_model::data_source::{OpcuaConfig, parse_url};
 use plantd_model::telemetry::{Quality, check_name};
 use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
+use std::path::Path;
 use std::str::FromStr;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
 
@@ -46,27 +46,12 @@ const ITEMS_PER_REQUEST: usize = 1000;
 /// Variables one source subscribes to at most.
 pub const MAX_TAGS: usize = plantd_model::data_source::MAX_MAPPED_TAGS;
 
-static PKI_DIR: OnceLock<PathBuf> = OnceLock::new();
-
-/// Where the connectors keep their client certificate and the servers' certificates (set once
-/// at start: `plantd serve` uses `<data dir>/pki-connectors`; default under the temp dir).
-pub fn set_pki_dir(dir: PathBuf) {
-    let _ = PKI_DIR.set(dir);
-}
-
-fn pki_dir() -> PathBuf {
-    PKI_DIR
-        .get()
-        .cloned()
-        .unwrap_or_else(|| std::env::temp_dir().join("plantd-pki-connectors"))
-}
-
 /// Client creation may write the client's key pair; one at a time.
 static CLIENT_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-async fn client(signed: bool) -> Result<Client, String> {
+async fn client(signed: bool, pki_dir: &Path) -> Result<Client, String> {
     let _guard = CLIENT_LOCK.lock().await;
-    let dir = pki_dir();
+    let dir = pki_dir.to_path_buf();
     tokio::task::spawn_blocking(move || {
         ClientBuilder::new()
             .application_name("plantd connector")
@@ -120,14 +105,14 @@ impl Drop for Connected {
 }
 
 /// Dials, picks the endpoint matching the configured security, and opens a session.
-async fn connect(c: &OpcuaConfig) -> Result<Connected, String> {
+async fn connect(c: &OpcuaConfig, pki_dir: &Path) -> Result<Connected, String> {
     let url = parse_url(&c.endpoint).map_err(|e| format!("endpoint {e}"))?;
     let addr = host_port(&url.host, url.port.unwrap_or(4840));
     // The library's own messages for these are vague; the network's are not.
     drop(dial(&url.host, url.port.unwrap_or(4840), STEP_TIMEOUT).await?);
     let policy = SecurityPolicy::from_str(&c.security_policy).unwrap_or(SecurityPolicy::Unknown);
     let mode = MessageSecurityMode::from(c.security_mode.as_str());
-    let mut client = client(mode != MessageSecurityMode::None).await?;
+    let mut client = client(mode != MessageSecurityMode::None, pki_dir).await?;
     let endpoints = tokio::time::timeout(
         STEP_TIMEOUT,
         client.get_server_endpoints_from_url(c.endpoint.as_str()),
@@ -462,8 +447,8 @@ fn timestamp_of(dv: &DataValue) -> Timestamp {
 }
 
 /// One session: connect, find the variables, subscribe, and stream until the session is lost.
-pub async fn session(c: &OpcuaConfig, sink: &Sink) -> Result<(), String> {
-    let mut conn = connect(c).await?;
+pub async fn session(c: &OpcuaConfig, pki_dir: &Path, sink: &Sink) -> Result<(), String> {
+    let mut conn = connect(c, pki_dir).await?;
     let session = conn.session.clone();
     let (tags, skipped) = if c.nodes.is_empty() {
         let root = match &c.root_node {
@@ -572,9 +557,9 @@ pub async fn session(c: &OpcuaConfig, sink: &Sink) -> Result<(), String> {
 }
 
 /// Opens a session, reads the server's state, and closes the session.
-pub async fn probe(c: &OpcuaConfig) -> Result<String, String> {
+pub async fn probe(c: &OpcuaConfig, pki_dir: &Path) -> Result<String, String> {
     let attempt = async {
-        let conn = connect(c).await?;
+        let conn = connect(c, pki_dir).await?;
         let values = tokio::time::timeout(
             STEP_TIMEOUT,
             conn.session.read(
@@ -620,4 +605,38 @@ pub async fn probe(c: &OpcuaConfig) -> Result<String, String> {
     tokio::time::timeout(crate::PROBE_TIMEOUT * 2, attempt)
         .await
         .unwrap_or_else(|_| Err(crate::timed_out(&c.endpoint)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_codes_map_to_quality_and_messages() {
+        let mut dv = DataValue::new_now(Variant::Double(1.5));
+        assert_eq!(quality_of(&dv), Quality::Good);
+        dv.status = Some(StatusCode::UncertainLastUsableValue);
+        assert_eq!(quality_of(&dv), Quality::Uncertain);
+        dv.status = Some(StatusCode::BadSensorFailure);
+        assert_eq!(quality_of(&dv), Quality::Bad);
+        assert!(timestamp_of(&dv).millis() > 0);
+        assert!(describe(StatusCode::BadCertificateUntrusted).starts_with("bad certificate"));
+        assert!(describe(StatusCode::BadUserAccessDenied).contains("user identity"));
+        assert!(describe(StatusCode::BadIdentityTokenRejected).contains("user identity"));
+        assert!(describe(StatusCode::BadTooManySessions).contains("no free session"));
+        assert!(describe(StatusCode::Good).contains("stopped answering"));
+    }
+
+    #[test]
+    fn numbers_and_booleans_are_values() {
+        assert_eq!(value_of(&Variant::Boolean(true)), Some(1.0));
+        assert_eq!(value_of(&Variant::Int32(-4)), Some(-4.0));
+        assert_eq!(value_of(&Variant::Float(2.5)), Some(2.5));
+        assert_eq!(value_of(&Variant::String("x".into())), None);
+        assert_eq!(value_of(&Variant::Double(f64::NAN)), None);
+        assert!(numeric_type(&NodeId::new(0, 11u32)), "Double");
+        assert!(numeric_type(&NodeId::new(0, 1u32)), "Boolean");
+        assert!(!numeric_type(&NodeId::new(0, 12u32)), "String");
+        assert!(!numeric_type(&NodeId::new(2, 11u32)), "another namespace");
+    }
 }

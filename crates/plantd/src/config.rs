@@ -120,6 +120,7 @@ impl ServeConfig {
             usage_flush_interval: Duration::from_secs(5),
             retention,
             retention_interval,
+            connectors_pki_dir: storage.data_dir.join("pki-connectors"),
         };
         Ok(Self {
             listen,

@@ -280,8 +280,6 @@ fn lock_sqlite(database_url: &str) -> anyhow::Result<Option<std::fs::File>> {
 
 async fn serve(cfg: ServeConfig, store: plantd_store::Store) -> anyhow::Result<()> {
     let _lock = lock_sqlite(&cfg.storage.database_url)?;
-    // The OPC UA connectors' client certificate and the servers' certificates.
-    plantd_connectors::opcua::set_pki_dir(cfg.storage.data_dir.join("pki-connectors"));
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
         .with_context(|| format!("cannot listen on {}", cfg.listen))?;

@@ -20,6 +20,11 @@ struct Sim {
 
 /// Starts the simulator; ports 0 pick free ones.
 fn start_sim(name: &str, opcua_port: u16, modbus_port: u16) -> Sim {
+    start_sim_with(name, opcua_port, modbus_port, None)
+}
+
+/// The simulator with a YAML configuration.
+fn start_sim_with(name: &str, opcua_port: u16, modbus_port: u16, config: Option<&str>) -> Sim {
     let dir = std::env::temp_dir().join(format!(
         "plantd-connector-test-{name}-{}-{}",
         std::process::id(),
@@ -30,7 +35,8 @@ fn start_sim(name: &str, opcua_port: u16, modbus_port: u16) -> Sim {
     std::fs::create_dir_all(&dir).unwrap();
     let pki = dir.join("pki");
     let (o, m) = (opcua_port.to_string(), modbus_port.to_string());
-    let args = [
+    let config_path = dir.join("sim.yaml");
+    let mut args = vec![
         "sim",
         "start",
         "--host",
@@ -46,6 +52,10 @@ fn start_sim(name: &str, opcua_port: u16, modbus_port: u16) -> Sim {
         "--pki-dir",
         pki.to_str().unwrap(),
     ];
+    if let Some(text) = config {
+        std::fs::write(&config_path, text).unwrap();
+        args.extend(["--config", config_path.to_str().unwrap()]);
+    }
     let process = ServerProcess::launch(BIN, &args, "certificates:");
     let port_after = |prefix: &str| -> u16 {
         let line = process
@@ -322,6 +332,112 @@ async fn opcua_source_streams_from_the_simulator_and_reconnects() {
     wait_for("the simulator's sessions to close", 30, || async {
         let s: Value = reqwest::get(&status_url).await.ok()?.json().await.ok()?;
         (s["data"]["sessions"] == 0).then_some(())
+    })
+    .await;
+    sim.stop();
+}
+
+/// A signed and encrypted session (Basic256Sha256): the connector creates its key pair, trusts
+/// the server's certificate, and streams; a source asking for no security is told what the
+/// server offers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opcua_source_with_sign_and_encrypt() {
+    let sim = start_sim_with(
+        "opcua-secure",
+        0,
+        0,
+        Some(
+            "security:\n  mode: SignAndEncrypt\n  policy: Basic256Sha256\nassets:\n  - id: Pump_01\n    type: centrifugal_pump\n",
+        ),
+    );
+    let endpoint = format!("opc.tcp://127.0.0.1:{}/", sim.opcua_port);
+    let app = spawn_app().await;
+    let id = create_source(
+        &app,
+        json!({"name": "secure", "type": "opcua", "config": {
+            "endpoint": endpoint, "security_mode": "SignAndEncrypt",
+            "security_policy": "Basic256Sha256", "publishing_interval_ms": 200}}),
+    )
+    .await;
+    wait_status(&app, &id, "connected", 60).await;
+    wait_for("points over the encrypted session", 30, || async {
+        (!points(&app, "Pump_01", "Vibration_X").await.is_empty()).then_some(())
+    })
+    .await;
+    let t = test_source(&app, &id).await;
+    assert_eq!(t["success"], true, "{t}");
+    assert!(
+        t["message"]
+            .as_str()
+            .unwrap()
+            .contains("SignAndEncrypt/Basic256Sha256"),
+        "{t}"
+    );
+    let plain = create_source(
+        &app,
+        json!({"name": "plain", "type": "opcua", "config": {"endpoint": endpoint}}),
+    )
+    .await;
+    let t = test_source(&app, &plain).await;
+    assert_eq!(t["success"], false, "{t}");
+    assert!(
+        t["message"]
+            .as_str()
+            .unwrap()
+            .contains("it offers SignAndEncrypt/Basic256Sha256"),
+        "{t}"
+    );
+    sim.stop();
+}
+
+/// Several nodes on one PostgreSQL database: one runs the connectors (one OPC UA session, not
+/// one per node); when it stops, another takes over with no manual step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_node_runs_the_connectors_and_another_takes_over() {
+    if std::env::var(plantd_test_support::TEST_DATABASE_ENV).is_err() {
+        eprintln!(
+            "skipped: set {} to run the two-node test on PostgreSQL",
+            plantd_test_support::TEST_DATABASE_ENV
+        );
+        return;
+    }
+    let sim = start_sim("two-nodes", 0, 0);
+    let status_url = sim
+        .process
+        .printed
+        .iter()
+        .find_map(|l| l.strip_prefix("control API: "))
+        .unwrap()
+        .to_string();
+    let sessions = || async {
+        let s: Value = reqwest::get(&status_url).await.ok()?.json().await.ok()?;
+        s["data"]["sessions"].as_u64()
+    };
+    let node_a = spawn_app().await;
+    let id = create_source(
+        &node_a,
+        json!({"name": "sim", "type": "opcua", "config": {
+            "endpoint": format!("opc.tcp://127.0.0.1:{}/", sim.opcua_port),
+            "publishing_interval_ms": 200}}),
+    )
+    .await;
+    wait_status(&node_a, &id, "connected", 60).await;
+    let node_b = node_a.another_node().await;
+    // Node B sees the source (shared database) but opens no session of its own.
+    wait_status(&node_b, &id, "connected", 10).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(sessions().await, Some(1));
+    node_a.stop().await;
+    let stopped_at = plantd_model::Timestamp::now();
+    wait_for("node B to take over", 60, || async {
+        let l = latest(&node_b, "Pump_01", "Vibration_X").await?;
+        let ts = plantd_model::Timestamp::parse(l["timestamp"].as_str()?).ok()?;
+        (ts > stopped_at).then_some(())
+    })
+    .await;
+    wait_status(&node_b, &id, "connected", 30).await;
+    wait_for("one session", 30, || async {
+        (sessions().await == Some(1)).then_some(())
     })
     .await;
     sim.stop();

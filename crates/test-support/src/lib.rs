@@ -243,6 +243,39 @@ impl TestApp {
     }
 
     /// Stops the server gracefully and waits for it.
+    /// Another API node on the same database (as on PostgreSQL, where several nodes share
+    /// one), for the same organization and admin key; default configuration.
+    pub async fn another_node(&self) -> TestApp {
+        let store = Store::connect(&self.database_url)
+            .await
+            .expect("connect to the shared database");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind port 0");
+        let addr = listener.local_addr().expect("local addr");
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(plantd_api::serve(
+            listener,
+            store.clone(),
+            ApiConfig::default(),
+            async {
+                let _ = rx.await;
+            },
+        ));
+        TestApp {
+            addr,
+            base: format!("http://{addr}/v1"),
+            client: reqwest::Client::new(),
+            store,
+            org_id: self.org_id.clone(),
+            admin_key: self.admin_key.clone(),
+            database_url: self.database_url.clone(),
+            shutdown: Some(tx),
+            server: Some(server),
+            temp_dir: None,
+        }
+    }
+
     pub async fn stop(mut self) {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());

@@ -356,15 +356,16 @@ pub async fn test_data_source(
         .data_source(&caller.org_id, &id)
         .await
         .map_err(ApiError::missing("data source"))?;
-    let probe = match Protocol::from_config(ds.source_type, &ds.config) {
-        Ok(protocol) => plantd_connectors::probe(&protocol).await,
-        Err(message) => plantd_connectors::Probe {
-            success: false,
-            latency: None,
-            message,
-            target: ds.endpoint.clone(),
-        },
-    };
+    let probe =
+        match Protocol::from_config(ds.source_type, &ds.config, &state.config.connectors_pki_dir) {
+            Ok(protocol) => plantd_connectors::probe(&protocol).await,
+            Err(message) => plantd_connectors::Probe {
+                success: false,
+                latency: None,
+                message,
+                target: ds.endpoint.clone(),
+            },
+        };
     Ok(ok(ConnectionTestResult {
         success: probe.success,
         latency_ms: probe
