@@ -9,7 +9,7 @@
 use plantd_connectors::{ConnectionState, Protocol, Sink};
 use plantd_model::Timestamp;
 use plantd_model::data_source::{DataSource, DataSourceStatus};
-use plantd_model::telemetry::{MAX_BATCH, MAX_FUTURE_MS, Point, check_name};
+use plantd_model::telemetry::{MAX_FUTURE_MS, Point, check_name};
 use plantd_store::{CONNECTORS_LEASE, ConnectorState};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,6 +24,10 @@ pub(crate) const WORKER: &str = "connectors";
 
 /// How long points gather before they are written together.
 const FLUSH_DELAY: Duration = Duration::from_millis(100);
+/// Points one write commits at most. Bigger than the API's batch: points are sorted by series
+/// first, so that a write covering a second of 10,000 tags updates each tag's rollups once per
+/// write rather than once per point.
+const MAX_WRITE: usize = 100_000;
 /// Sources are read again this often even without a change notification.
 const RESYNC_EVERY: Duration = Duration::from_secs(30);
 /// A node without the lease asks again this often.
@@ -77,6 +81,8 @@ async fn run_all(
     lost: impl std::future::Future<Output = ()>,
 ) -> bool {
     let mut running: HashMap<String, Running> = HashMap::new();
+    // Connectors told to stop, finishing their last writes.
+    let mut retiring: Vec<JoinHandle<()>> = Vec::new();
     let mut changes = state.store.data_source_changes();
     let mut resync = tokio::time::interval(RESYNC_EVERY);
     resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -84,7 +90,7 @@ async fn run_all(
     let was_lost = loop {
         changes.borrow_and_update();
         match state.store.all_data_sources().await {
-            Ok(all) => reconcile(state, &mut running, all).await,
+            Ok(all) => reconcile(state, &mut running, &mut retiring, all).await,
             Err(e) => tracing::warn!(error = %e, "cannot read data sources; retrying"),
         }
         tokio::select! {
@@ -97,20 +103,19 @@ async fn run_all(
             _ = &mut lost => break true,
         }
     };
-    stop_all(running).await;
+    stop_all(running, retiring).await;
     was_lost
 }
 
-async fn stop_all(running: HashMap<String, Running>) {
-    let tasks: Vec<_> = running
-        .into_values()
-        .map(|r| {
-            let _ = r.stop.send(true);
-            r.task
-        })
-        .collect();
-    for t in tasks {
-        let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
+/// Stops every connector and waits for their last writes (each connector gets 5 s to close its
+/// session; its buffered points are then written).
+async fn stop_all(running: HashMap<String, Running>, mut retiring: Vec<JoinHandle<()>>) {
+    for r in running.into_values() {
+        let _ = r.stop.send(true);
+        retiring.push(r.task);
+    }
+    for t in retiring {
+        let _ = tokio::time::timeout(Duration::from_secs(30), t).await;
     }
 }
 
@@ -118,7 +123,13 @@ fn fingerprint(ds: &DataSource) -> String {
     format!("{}|{}", ds.source_type.as_str(), ds.config)
 }
 
-async fn reconcile(state: &AppState, running: &mut HashMap<String, Running>, all: Vec<DataSource>) {
+async fn reconcile(
+    state: &AppState,
+    running: &mut HashMap<String, Running>,
+    retiring: &mut Vec<JoinHandle<()>>,
+    all: Vec<DataSource>,
+) {
+    retiring.retain(|t| !t.is_finished());
     let mut wanted: HashMap<String, DataSource> = HashMap::new();
     for ds in all {
         if ds.enabled {
@@ -126,6 +137,7 @@ async fn reconcile(state: &AppState, running: &mut HashMap<String, Running>, all
         } else {
             if let Some(r) = running.remove(&ds.id) {
                 let _ = r.stop.send(true);
+                retiring.push(r.task);
             }
             // A switched-off source is not connected, and says why.
             let off = ConnectorState {
@@ -141,15 +153,21 @@ async fn reconcile(state: &AppState, running: &mut HashMap<String, Running>, all
             }
         }
     }
-    running.retain(|id, r| {
-        let keep = wanted
-            .get(id)
-            .is_some_and(|ds| fingerprint(ds) == r.fingerprint);
-        if !keep {
+    let stale: Vec<String> = running
+        .iter()
+        .filter(|(id, r)| {
+            wanted
+                .get(*id)
+                .is_none_or(|ds| fingerprint(ds) != r.fingerprint)
+        })
+        .map(|(id, _)| id.clone())
+        .collect();
+    for id in stale {
+        if let Some(r) = running.remove(&id) {
             let _ = r.stop.send(true);
+            retiring.push(r.task);
         }
-        keep
-    });
+    }
     for (id, ds) in wanted {
         if running.contains_key(&id) {
             continue;
@@ -279,8 +297,8 @@ async fn record(
     }
 }
 
-/// Writes a source's points: checks them like the ingest endpoint does, in batches of at most
-/// [`MAX_BATCH`], under the organization's tier limits.
+/// Writes a source's points: checks them like the ingest endpoint does, in writes of at most
+/// [`MAX_WRITE`], under the organization's tier limits.
 struct PointWriter {
     state: AppState,
     org_id: String,
@@ -339,7 +357,10 @@ impl PointWriter {
         }
         let mut not_stored = 0usize;
         let mut why = None;
-        for chunk in points.chunks(MAX_BATCH) {
+        points.sort_by(|a, b| {
+            (&a.asset_id, &a.tag_name, a.timestamp).cmp(&(&b.asset_id, &b.tag_name, b.timestamp))
+        });
+        for chunk in points.chunks(MAX_WRITE) {
             let batch = Arc::new(chunk.to_vec());
             let result = crate::routes::telemetry::store_points(
                 &self.state,

@@ -31,6 +31,8 @@ struct Options {
     /// Telemetry: only the ingest rows.
     ingest_only: bool,
     plantd: PathBuf,
+    /// Connectors: the MQTT broker for the MQTT row (none: skipped).
+    mqtt_url: Option<String>,
 }
 
 fn options() -> Result<Options> {
@@ -46,6 +48,9 @@ fn options() -> Result<Options> {
         plantd: std::env::current_exe()?.with_file_name("plantd"),
         no_sqlite: false,
         ingest_only: false,
+        mqtt_url: Some(
+            std::env::var("PLANTD_BENCH_MQTT_URL").unwrap_or("mqtt://127.0.0.1:1883".into()),
+        ),
     };
     let mut suite = None;
     while let Some(a) = args.next() {
@@ -58,6 +63,8 @@ fn options() -> Result<Options> {
             }
             "--postgres-url" => o.postgres_url = Some(args.next().context("--postgres-url URL")?),
             "--no-postgres" => o.postgres_url = None,
+            "--mqtt-url" => o.mqtt_url = Some(args.next().context("--mqtt-url URL")?),
+            "--no-mqtt" => o.mqtt_url = None,
             "--no-sqlite" => o.no_sqlite = true,
             "--ingest-only" => o.ingest_only = true,
             "--plantd" => o.plantd = args.next().context("--plantd PATH")?.into(),
@@ -125,7 +132,7 @@ fn start_server(o: &Options, database_url: Option<&str>) -> Result<(Server, Stri
     let mut child = Command::new(&o.plantd)
         .args(["serve", "--listen", "127.0.0.1:0"])
         .args(&storage)
-        .env("PLANTD_LOG", "warn,sqlx::query=error")
+        .env("PLANTD_LOG", "warn,sqlx::query=error,opcua_client=off")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()?;

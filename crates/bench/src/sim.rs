@@ -61,6 +61,8 @@ pub(crate) struct SimProcess {
     pub opcua_url: String,
     /// `host:port`
     pub modbus_addr: String,
+    /// `host:port` of the control API.
+    pub api_addr: String,
     pub dir: std::path::PathBuf,
 }
 
@@ -94,7 +96,8 @@ impl SimProcess {
             .stderr(Stdio::inherit())
             .spawn()?;
         let mut lines = BufReader::new(child.stdout.take().context("stdout")?).lines();
-        let (mut opcua_url, mut modbus_addr) = (String::new(), String::new());
+        let (mut opcua_url, mut modbus_addr, mut api_addr) =
+            (String::new(), String::new(), String::new());
         let first_word = |rest: &str| {
             rest.split_whitespace()
                 .next()
@@ -109,6 +112,9 @@ impl SimProcess {
             if let Some(rest) = line.strip_prefix("Modbus TCP: ") {
                 modbus_addr = first_word(rest);
             }
+            if let Some(rest) = line.strip_prefix("control API: http://") {
+                api_addr = first_word(rest).trim_end_matches("/api/status").to_string();
+            }
             if line.starts_with("certificates:") {
                 break;
             }
@@ -118,6 +124,7 @@ impl SimProcess {
             child,
             opcua_url,
             modbus_addr,
+            api_addr,
             dir,
         };
         if sim.opcua_url.is_empty() {

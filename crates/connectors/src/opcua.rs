@@ -49,7 +49,7 @@ pub const MAX_TAGS: usize = plantd_model::data_source::MAX_MAPPED_TAGS;
 /// Client creation may write the client's key pair; one at a time.
 static CLIENT_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-async fn client(signed: bool, pki_dir: &Path) -> Result<Client, String> {
+async fn client(pki_dir: &Path) -> Result<Client, String> {
     let _guard = CLIENT_LOCK.lock().await;
     let dir = pki_dir.to_path_buf();
     tokio::task::spawn_blocking(move || {
@@ -58,7 +58,9 @@ async fn client(signed: bool, pki_dir: &Path) -> Result<Client, String> {
             .application_uri("urn:plantd:connector")
             .product_uri("urn:plantd:connector")
             .pki_dir(dir)
-            .create_sample_keypair(signed)
+            // Created once per directory; without one the library logs errors on every
+            // connection, secured or not.
+            .create_sample_keypair(true)
             .trust_server_certs(true)
             .verify_server_certs(false)
             .session_retry_limit(0)
@@ -112,7 +114,7 @@ async fn connect(c: &OpcuaConfig, pki_dir: &Path) -> Result<Connected, String> {
     drop(dial(&url.host, url.port.unwrap_or(4840), STEP_TIMEOUT).await?);
     let policy = SecurityPolicy::from_str(&c.security_policy).unwrap_or(SecurityPolicy::Unknown);
     let mode = MessageSecurityMode::from(c.security_mode.as_str());
-    let mut client = client(mode != MessageSecurityMode::None, pki_dir).await?;
+    let mut client = client(pki_dir).await?;
     let endpoints = tokio::time::timeout(
         STEP_TIMEOUT,
         client.get_server_endpoints_from_url(c.endpoint.as_str()),

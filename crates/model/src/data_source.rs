@@ -147,7 +147,7 @@ pub fn validate_config(
             c.optional_node_id("root_node");
             c.opcua_nodes();
             c.integer("publishing_interval_ms", 10, 60_000, Some(1000));
-            c.integer("sampling_interval_ms", 0, 60_000, Some(1000));
+            c.integer("sampling_interval_ms", 0, 60_000, Some(0));
             let _ = url;
         }
         DataSourceType::Mqtt => {
@@ -813,7 +813,7 @@ pub struct OpcuaConfig {
     pub nodes: Vec<NodeMap>,
     #[serde(default = "default_interval_ms")]
     pub publishing_interval_ms: u64,
-    #[serde(default = "default_interval_ms")]
+    #[serde(default)]
     pub sampling_interval_ms: u64,
 }
 

@@ -244,7 +244,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("PLANTD_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx::query=error"));
+        // The OPC UA client library logs every failed connection attempt as an error; the
+        // connectors report those in the source's last_error and log them at info.
+        .unwrap_or_else(|_| {
+            tracing_subscriber::EnvFilter::new("info,sqlx::query=error,opcua_client=off")
+        });
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

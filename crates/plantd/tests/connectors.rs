@@ -548,6 +548,11 @@ async fn modbus_source_polls_the_simulator_and_reconnects() {
         assert!((0.0..=10.0).contains(&p["value"].as_f64().unwrap()), "{p}");
         assert_eq!(p["data_source_id"].as_str().unwrap_or(&id), id);
     }
+    // Live stream subscribers get connector points like ingested ones.
+    let mut ws = ws_subscribe(&app, json!({"type": "subscribe", "data_source_id": id})).await;
+    let event = ws_next_telemetry(&mut ws).await;
+    assert_eq!(event["data"][0]["asset_id"], "Pump_01", "{event}");
+    drop(ws);
     let speed = wait_for("Speed_x2", 10, || latest(&app, "Pump_01", "Speed_x2")).await;
     let v = speed["value"].as_f64().unwrap();
     assert!(v > 1.0 && v <= 7201.0, "{speed}");
@@ -609,6 +614,108 @@ async fn modbus_source_polls_the_simulator_and_reconnects() {
         (ts > back_at).then_some(())
     })
     .await;
+    sim.stop();
+}
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+async fn ws_subscribe(app: &TestApp, subscribe: Value) -> Socket {
+    use futures_util::SinkExt;
+    let url = format!("ws://{}/v1/ws?access_token={}", app.addr, app.admin_key);
+    let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    ws.send(tokio_tungstenite::tungstenite::Message::Text(
+        subscribe.to_string().into(),
+    ))
+    .await
+    .unwrap();
+    ws
+}
+
+/// The next telemetry event (skipping the subscription's confirmation).
+async fn ws_next_telemetry(ws: &mut Socket) -> Value {
+    use futures_util::StreamExt;
+    loop {
+        let msg = tokio::time::timeout(Duration::from_secs(10), ws.next())
+            .await
+            .expect("a message within 10 s");
+        if let Some(Ok(tokio_tungstenite::tungstenite::Message::Text(t))) = msg {
+            let v: Value = serde_json::from_str(t.as_str()).unwrap();
+            if v["type"] == "telemetry" {
+                return v;
+            }
+        }
+    }
+}
+
+/// A trial organization's connector is held to the tier's ingestion limit (1,000 points per
+/// minute): what is over is not stored, the source says so, and the connector keeps running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connector_points_obey_the_tier_limits() {
+    let sim = start_sim("limits", 0, 0);
+    let app = spawn_app().await;
+    let org =
+        plantd_api::operator::create_org(&app.store, "Trial plant", plantd_model::Tier::Trial)
+            .await
+            .unwrap();
+    let (_, key) = plantd_api::operator::create_key(
+        &app.store,
+        Some(&org.id),
+        "trial admin",
+        &[plantd_model::Scope::Admin],
+        None,
+    )
+    .await
+    .unwrap();
+    let created = app
+        .call(
+            Method::POST,
+            "/data-sources",
+            Some(&key),
+            Some(json!({"name": "fast plc", "type": "modbus", "config": {
+                "host": "127.0.0.1", "port": sim.modbus_port, "asset_id": "Pump_01",
+                "poll_interval_ms": 10,
+                "registers": [
+                    {"tag_name": "a", "kind": "input", "address": 0, "data_type": "f32"},
+                    {"tag_name": "b", "kind": "input", "address": 2, "data_type": "f32"},
+                    {"tag_name": "c", "kind": "input", "address": 4, "data_type": "f32"},
+                    {"tag_name": "d", "kind": "input", "address": 6, "data_type": "f32"}]}})),
+        )
+        .await
+        .expect(201);
+    let id = created.json["data"]["id"].as_str().unwrap().to_string();
+    let s = wait_for("the limit to be named", 60, || async {
+        let s = app
+            .call(
+                Method::GET,
+                &format!("/data-sources/{id}"),
+                Some(&key),
+                None,
+            )
+            .await
+            .expect(200)
+            .json["data"]
+            .clone();
+        s["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("points not stored") && e.contains("rate limit"))
+            .then_some(s)
+    })
+    .await;
+    assert_eq!(s["status"], "connected", "{s}");
+    let usage = app
+        .call(
+            Method::GET,
+            "/organizations/current/usage",
+            Some(&key),
+            None,
+        )
+        .await
+        .expect(200);
+    let stored = usage.json["data"]["telemetry_points"]["current"]
+        .as_u64()
+        .unwrap();
+    assert!(stored <= 1_000, "{usage:?}");
     sim.stop();
 }
 

@@ -422,7 +422,13 @@ impl Simulation {
             };
             let asset = &mut self.assets[i];
             let dt_asset = (self.t - (asset.next_update - asset.update_every)).max(0.0);
-            asset.next_update = self.t + asset.update_every;
+            // On schedule, not from this tick: an asset updating every 200 ms makes five
+            // updates a second even when the clock ticks late. Far behind (after a stop), it
+            // starts afresh instead of catching up in a burst.
+            asset.next_update += asset.update_every;
+            if asset.next_update <= self.t {
+                asset.next_update = self.t + asset.update_every;
+            }
             changed += update_asset(asset, &ctx, dt_asset.min(60.0), &mut self.rng);
         }
         self.updates += changed;
@@ -729,6 +735,7 @@ fn update_asset(a: &mut Asset, ctx: &Context<'_>, dt: f64, rng: &mut StdRng) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     fn plant(seed: u64) -> Simulation {
         // 2026-01-01 12:00 UTC: daytime.
@@ -769,6 +776,24 @@ mod tests {
             a.value("Temperature_01", "Unit"),
             Some(&Value::Text("degC".into()))
         );
+    }
+
+    #[test]
+    fn update_rates_hold_when_the_clock_ticks_off_beat() {
+        let config = SimConfig::parse(
+            "assets:\n  - id: V1\n    type: vibration_sensor\n    update_rate_ms: 200\n",
+            Path::new("."),
+        )
+        .unwrap();
+        let mut sim = Simulation::new(&config, 1, 1_767_225_600.0).unwrap();
+        sim.advance(0.0);
+        let before = sim.status().value_updates;
+        // 10 s in ticks of 70 ms: 50 updates of 4 variables, not one per 210 ms.
+        for _ in 0..143 {
+            sim.advance(0.07);
+        }
+        let updates = sim.status().value_updates - before;
+        assert!((196..=204).contains(&updates), "{updates}");
     }
 
     #[test]

@@ -71,6 +71,9 @@ pub fn build(
     limits.subscriptions.max_subscriptions_per_session = config.max_subscriptions as usize;
     // One subscription may watch every variable (the library's default is 1,000).
     limits.subscriptions.max_monitored_items_per_sub = MAX_MONITORED_ITEMS_PER_SUBSCRIPTION;
+    // Variables may update every 10 ms (the smallest update_rate_ms), so clients may sample that
+    // fast; the library's default floor of 100 ms would merge faster changes.
+    limits.subscriptions.min_sampling_interval_ms = 10.0;
     builder.build()
 }
 
