@@ -123,14 +123,23 @@ async fn read(ctx: &mut Context, kind: RegisterKind, start: u16, count: u16) -> 
     match r {
         Ok(Ok(a)) => ReadResult::Ok(a),
         Ok(Err(code)) => ReadResult::Exception(code),
-        Err(e) => ReadResult::Failed(e.to_string()),
+        Err(tokio_modbus::Error::Transport(e)) => ReadResult::Failed(match e.kind() {
+            std::io::ErrorKind::TimedOut => "timed out".into(),
+            std::io::ErrorKind::HostUnreachable | std::io::ErrorKind::NetworkUnreachable => {
+                format!("became unreachable ({e})")
+            }
+            // The client reports the end of the stream with a stale OS error; every other
+            // transport failure also means the connection is gone.
+            _ => "closed the connection".into(),
+        }),
+        Err(e) => ReadResult::Failed(format!("sent a response that is not valid Modbus ({e})")),
     }
 }
 
 enum ReadResult {
     Ok(Answer),
     Exception(ExceptionCode),
-    /// The connection or the framing failed: the session is over.
+    /// The connection or the framing failed (what the device did): the session is over.
     Failed(String),
 }
 
@@ -250,7 +259,7 @@ pub async fn session(c: &ModbusConfig, sink: &Sink) -> Result<(), String> {
                         describe_exception(code)
                     ));
                 }
-                ReadResult::Failed(e) => return Err(format!("reading from {addr} failed: {e}")),
+                ReadResult::Failed(e) => return Err(format!("{addr} {e}")),
             }
         }
         if !split.is_empty() {
@@ -337,7 +346,7 @@ pub async fn probe(c: &ModbusConfig) -> Result<String, String> {
             "{addr} answered the read of {what} with {}",
             describe_exception(code)
         )),
-        ReadResult::Failed(e) => Err(format!("reading {what} from {addr} failed: {e}")),
+        ReadResult::Failed(e) => Err(format!("{addr} {e} on the read of {what}")),
     }
 }
 

@@ -244,6 +244,7 @@ pub fn describe(code: StatusCode) -> String {
     }
     match name.as_str() {
         "BadTooManySessions" => format!("the server has no free session: {}", detail()),
+        "BadServerHalted" | "BadShutdown" => format!("the server shut down: {}", detail()),
         "BadTimeout" => format!("the server did not answer in time: {}", detail()),
         "BadCommunicationError" | "BadConnectionClosed" | "BadNotConnected" => {
             format!("connection lost: {}", detail())
