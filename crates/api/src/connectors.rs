@@ -219,12 +219,7 @@ async fn source_task(state: AppState, ds: DataSource, mut stop: watch::Receiver<
         connector_stopped,
     ));
     let mut writer = PointWriter::new(&state, &ds).await;
-    let starting = ConnectorState {
-        status: DataSourceStatus::Disconnected,
-        tag_count: recorded.tag_count,
-        last_error: Some("connecting".into()),
-    };
-    record(&state, &ds, &mut recorded, starting).await;
+    // The first tick is at once: it records "connecting".
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
         tokio::select! {

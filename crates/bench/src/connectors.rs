@@ -72,6 +72,43 @@ fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
+/// Creates a data source and waits until it is connected: its path and tag count.
+async fn create_connected(
+    sender: &mut Sender,
+    server: &Server,
+    key: &str,
+    source: Value,
+    timeout_secs: u64,
+) -> Result<(String, i64)> {
+    let (status, created) = call(
+        sender,
+        &server.addr,
+        "POST",
+        "/v1/data-sources",
+        key,
+        Some(source),
+    )
+    .await?;
+    if status != 201 {
+        bail!("creating the data source failed ({status}): {created}");
+    }
+    let path = format!(
+        "/v1/data-sources/{}",
+        created["data"]["id"].as_str().context("id")?
+    );
+    let deadline = Instant::now() + Duration::from_secs(timeout_secs);
+    loop {
+        let (_, s) = call(sender, &server.addr, "GET", &path, key, None).await?;
+        if s["data"]["status"] == "connected" {
+            return Ok((path, s["data"]["tag_count"].as_i64().unwrap_or(0)));
+        }
+        if Instant::now() > deadline {
+            bail!("the source did not connect: {}", s["data"]["last_error"]);
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 /// Creates the source, waits for it to connect, then counts what is stored for the duration.
 async fn measure(
     o: &Options,
@@ -85,31 +122,7 @@ async fn measure(
     // Modbus offers what each poll reads; OPC UA what the simulator changed.
     let polled = source["type"] == "modbus";
     let mut sender = connect(&server.addr).await?;
-    let (status, created) = call(
-        &mut sender,
-        &server.addr,
-        "POST",
-        "/v1/data-sources",
-        key,
-        Some(source.clone()),
-    )
-    .await?;
-    if status != 201 {
-        bail!("creating the data source failed ({status}): {created}");
-    }
-    let id = created["data"]["id"].as_str().context("id")?.to_string();
-    let path = format!("/v1/data-sources/{id}");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let tags = loop {
-        let (_, s) = call(&mut sender, &server.addr, "GET", &path, key, None).await?;
-        if s["data"]["status"] == "connected" {
-            break s["data"]["tag_count"].as_i64().unwrap_or(0);
-        }
-        if Instant::now() > deadline {
-            bail!("the source did not connect: {}", s["data"]["last_error"]);
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
+    let (path, tags) = create_connected(&mut sender, server, key, source, 120).await?;
     // Warm up, then measure.
     tokio::time::sleep(Duration::from_secs(5)).await;
     let server_pid = server.child.id();
@@ -175,32 +188,9 @@ async fn mqtt_row(
     let port = url.port.unwrap_or(1883);
     let topic = format!("plantd-bench/{}", std::process::id());
     let mut sender = connect(&server.addr).await?;
-    let (status, created) = call(
-        &mut sender,
-        &server.addr,
-        "POST",
-        "/v1/data-sources",
-        key,
-        Some(json!({"name": "broker", "type": "mqtt", "config": {
-            "broker_url": broker, "topics": [format!("{topic}/#")], "qos": 1}})),
-    )
-    .await?;
-    if status != 201 {
-        bail!("creating the data source failed ({status}): {created}");
-    }
-    let id = created["data"]["id"].as_str().context("id")?.to_string();
-    let path = format!("/v1/data-sources/{id}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (_, s) = call(&mut sender, &server.addr, "GET", &path, key, None).await?;
-        if s["data"]["status"] == "connected" {
-            break;
-        }
-        if Instant::now() > deadline {
-            bail!("the source did not connect: {}", s["data"]["last_error"]);
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let source = json!({"name": "broker", "type": "mqtt", "config": {
+        "broker_url": broker, "topics": [format!("{topic}/#")], "qos": 1}});
+    let (path, _) = create_connected(&mut sender, server, key, source, 30).await?;
     // The peer: a plain subscriber counting messages.
     let mut sub_opts = MqttOptions::new(
         format!("plantd-bench-sub-{}", std::process::id()),

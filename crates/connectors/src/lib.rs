@@ -91,7 +91,12 @@ impl Sink {
                 points: Mutex::new(Vec::new()),
                 ready: Notify::new(),
                 dropped: AtomicU64::new(0),
-                state: watch::channel(ConnectionState::default()).0,
+                state: watch::channel(ConnectionState {
+                    connected: false,
+                    tag_count: 0,
+                    error: Some("connecting".into()),
+                })
+                .0,
             }),
         }
     }

@@ -190,6 +190,49 @@ async fn latest(app: &TestApp, asset: &str, tag: &str) -> Option<Value> {
         .cloned()
 }
 
+/// Waits for a point of `asset/tag` stamped after `since`.
+async fn fresh_point(
+    app: &TestApp,
+    asset: &str,
+    tag: &str,
+    since: plantd_model::Timestamp,
+    secs: u64,
+) {
+    wait_for(
+        &format!("a point of {asset}/{tag} after {since:?}"),
+        secs,
+        || async {
+            let l = latest(app, asset, tag).await?;
+            let ts = plantd_model::Timestamp::parse(l["timestamp"].as_str()?).ok()?;
+            (ts > since).then_some(())
+        },
+    )
+    .await;
+}
+
+/// The simulator goes away and comes back on the same ports: the source turns disconnected
+/// and says why (and `test` says connection refused), then reconnects by itself and points
+/// flow again.
+async fn outage(app: &TestApp, id: &str, sim: Sim, name: &str) -> Sim {
+    let (opcua_port, modbus_port) = sim.stop();
+    let down = wait_status(app, id, "disconnected", 30).await;
+    assert!(down["last_error"].as_str().is_some(), "{down}");
+    let t = test_source(app, id).await;
+    assert_eq!(t["success"], false, "{t}");
+    assert!(
+        t["message"]
+            .as_str()
+            .unwrap()
+            .contains("connection refused"),
+        "{t}"
+    );
+    let sim = start_sim(name, opcua_port, modbus_port);
+    let back_at = plantd_model::Timestamp::now();
+    wait_status(app, id, "connected", 60).await;
+    fresh_point(app, "Pump_01", "Vibration_X", back_at, 30).await;
+    sim
+}
+
 /// OPC UA: browse, subscribe, store; the source follows the simulator going away and coming
 /// back with no manual step.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -246,29 +289,10 @@ async fn opcua_source_streams_from_the_simulator_and_reconnects() {
     );
     assert!(t["latency_ms"].as_f64().unwrap() > 0.0);
 
-    // The simulator goes away: the source is disconnected and says why.
-    let (opcua_port, modbus_port) = sim.stop();
-    let down = wait_status(&app, &id, "disconnected", 30).await;
-    assert!(down["last_error"].as_str().is_some(), "{down}");
-    let t = test_source(&app, &id).await;
-    assert_eq!(t["success"], false, "{t}");
-    assert!(
-        t["message"]
-            .as_str()
-            .unwrap()
-            .contains("connection refused"),
-        "{t}"
-    );
-    // It comes back on the same port: the source reconnects by itself and points flow again.
-    let sim = start_sim("opcua-again", opcua_port, modbus_port);
-    let back_at = plantd_model::Timestamp::now();
-    wait_status(&app, &id, "connected", 60).await;
-    wait_for("points after the restart", 30, || async {
-        let l = latest(&app, "Pump_01", "Vibration_X").await?;
-        let ts = plantd_model::Timestamp::parse(l["timestamp"].as_str()?).ok()?;
-        (ts > back_at).then_some(())
-    })
-    .await;
+    // The simulator goes away: the source is disconnected and says why; it comes back on the
+    // same port: the source reconnects by itself and points flow again.
+    let sim = outage(&app, &id, sim, "opcua-again").await;
+    let opcua_port = sim.opcua_port;
 
     // Switched off: no connector, and it says so; switched on again: connected.
     app.call(
@@ -429,12 +453,7 @@ async fn one_node_runs_the_connectors_and_another_takes_over() {
     assert_eq!(sessions().await, Some(1));
     node_a.stop().await;
     let stopped_at = plantd_model::Timestamp::now();
-    wait_for("node B to take over", 60, || async {
-        let l = latest(&node_b, "Pump_01", "Vibration_X").await?;
-        let ts = plantd_model::Timestamp::parse(l["timestamp"].as_str()?).ok()?;
-        (ts > stopped_at).then_some(())
-    })
-    .await;
+    fresh_point(&node_b, "Pump_01", "Vibration_X", stopped_at, 60).await;
     wait_status(&node_b, &id, "connected", 30).await;
     wait_for("one session", 30, || async {
         (sessions().await == Some(1)).then_some(())
@@ -594,26 +613,7 @@ async fn modbus_source_polls_the_simulator_and_reconnects() {
         "{t}"
     );
 
-    let (opcua_port, modbus_port) = sim.stop();
-    let down = wait_status(&app, &id, "disconnected", 30).await;
-    assert!(down["last_error"].as_str().is_some(), "{down}");
-    let t = test_source(&app, &id).await;
-    assert!(
-        t["message"]
-            .as_str()
-            .unwrap()
-            .contains("connection refused"),
-        "{t}"
-    );
-    let sim = start_sim("modbus-again", opcua_port, modbus_port);
-    let back_at = plantd_model::Timestamp::now();
-    wait_status(&app, &id, "connected", 60).await;
-    wait_for("points after the restart", 30, || async {
-        let l = latest(&app, "Pump_01", "Vibration_X").await?;
-        let ts = plantd_model::Timestamp::parse(l["timestamp"].as_str()?).ok()?;
-        (ts > back_at).then_some(())
-    })
-    .await;
+    let sim = outage(&app, &id, sim, "modbus-again").await;
     sim.stop();
 }
 
@@ -889,4 +889,168 @@ async fn publisher(broker: &plantd_model::data_source::ParsedUrl) -> rumqttc::As
         .expect("publisher connects to the broker")
         .unwrap();
     client
+}
+
+/// MQTT over TLS: a Mosquitto of the test's own with a TLS listener (certificate made with
+/// openssl for this run) and a plain one. With the certificate as `ca_file` the source connects
+/// and maps what is published; without it the handshake fails and `test` says bad certificate.
+/// Needs the `mosquitto` and `openssl` programs, named by `PLANTD_TEST_MOSQUITTO_BIN` (set by
+/// `.ci/run`); skipped where absent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mqtt_over_tls_with_a_private_certificate_authority() {
+    let Ok(mosquitto) = std::env::var("PLANTD_TEST_MOSQUITTO_BIN") else {
+        assert!(
+            std::env::var("CI").is_err(),
+            "CI must set PLANTD_TEST_MOSQUITTO_BIN"
+        );
+        eprintln!(
+            "skipped: set PLANTD_TEST_MOSQUITTO_BIN to a mosquitto program (and have openssl) to run the TLS test"
+        );
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("plantd-mqtt-tls-{}", uuid_like()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // A certificate authority of this run, and the broker's certificate signed by it.
+    let openssl = |args: &[&str]| {
+        let out = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=plantd test CA",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+    ]);
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=localhost",
+        "-keyout",
+        "key.pem",
+        "-out",
+        "server.csr",
+    ]);
+    std::fs::write(
+        dir.join("server.ext"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+    )
+    .unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        "server.ext",
+        "-out",
+        "cert.pem",
+    ]);
+    // Mosquitto started as root reads its files as the mosquitto user.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.join("key.pem"), std::fs::Permissions::from_mode(0o644))
+            .unwrap();
+    }
+    let free_port = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    };
+    let (tls_port, plain_port) = (free_port(), free_port());
+    std::fs::write(
+        dir.join("mosquitto.conf"),
+        format!(
+            "listener {tls_port} 127.0.0.1\ncertfile {}\nkeyfile {}\nlistener {plain_port} 127.0.0.1\nallow_anonymous true\n",
+            dir.join("cert.pem").display(),
+            dir.join("key.pem").display()
+        ),
+    )
+    .unwrap();
+    let mut broker = std::process::Command::new(&mosquitto)
+        .arg("-c")
+        .arg(dir.join("mosquitto.conf"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the test broker to listen", 10, || async {
+        tokio::net::TcpStream::connect(("127.0.0.1", plain_port))
+            .await
+            .ok()
+            .map(|_| ())
+    })
+    .await;
+    let app = spawn_app().await;
+    let ca = dir.join("ca.pem").display().to_string();
+    let id = create_source(
+        &app,
+        json!({"name": "tls", "type": "mqtt", "config": {
+            "broker_url": format!("mqtts://localhost:{tls_port}"), "ca_file": ca,
+            "topics": ["tls/#"], "asset_id_topic_level": 1, "tag_name_topic_level": 2}}),
+    )
+    .await;
+    let t = test_source(&app, &id).await;
+    assert_eq!(t["success"], true, "{t}");
+    wait_status(&app, &id, "connected", 30).await;
+    let plain =
+        plantd_model::data_source::parse_url(&format!("mqtt://127.0.0.1:{plain_port}")).unwrap();
+    let publisher = publisher(&plain).await;
+    publisher
+        .publish(
+            "tls/Line_2/Pressure",
+            rumqttc::QoS::AtLeastOnce,
+            false,
+            "3.5",
+        )
+        .await
+        .unwrap();
+    let p = wait_for("a value over TLS", 20, || {
+        latest(&app, "Line_2", "Pressure")
+    })
+    .await;
+    assert_eq!(p["value"], 3.5);
+    let untrusted = create_source(
+        &app,
+        json!({"name": "no ca", "type": "mqtt", "config": {
+            "broker_url": format!("mqtts://localhost:{tls_port}"), "topics": ["tls/#"]}}),
+    )
+    .await;
+    let t = test_source(&app, &untrusted).await;
+    assert_eq!(t["success"], false, "{t}");
+    assert!(
+        t["message"].as_str().unwrap().contains("bad certificate"),
+        "{t}"
+    );
+    let _ = broker.kill();
+    let _ = broker.wait();
+    let _ = std::fs::remove_dir_all(&dir);
 }

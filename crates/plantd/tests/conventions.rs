@@ -7,7 +7,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 fn modbus(name: &str) -> Value {
-    json!({"name": name, "type": "modbus", "config": {"host": "127.0.0.1", "port": 502, "unit_id": 1}})
+    json!({"name": name, "type": "modbus", "config": {"host": "plc.invalid", "port": 502, "unit_id": 1}})
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -94,6 +94,18 @@ pub async fn spawn_app_with(config: ApiConfig) -> TestApp {
         operator::create_key(&store, Some(&org.id), "test admin", &[Scope::Admin], None)
             .await
             .expect("create admin key");
+    start_node(store, config, org.id, admin_key, database_url, temp_dir).await
+}
+
+/// Serves `store` on a free port.
+async fn start_node(
+    store: Store,
+    config: ApiConfig,
+    org_id: String,
+    admin_key: String,
+    database_url: String,
+    temp_dir: Option<PathBuf>,
+) -> TestApp {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind port 0");
@@ -107,7 +119,7 @@ pub async fn spawn_app_with(config: ApiConfig) -> TestApp {
         base: format!("http://{addr}/v1"),
         client: reqwest::Client::new(),
         store,
-        org_id: org.id,
+        org_id,
         admin_key,
         database_url,
         shutdown: Some(tx),
@@ -249,31 +261,15 @@ impl TestApp {
         let store = Store::connect(&self.database_url)
             .await
             .expect("connect to the shared database");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind port 0");
-        let addr = listener.local_addr().expect("local addr");
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(plantd_api::serve(
-            listener,
-            store.clone(),
-            ApiConfig::default(),
-            async {
-                let _ = rx.await;
-            },
-        ));
-        TestApp {
-            addr,
-            base: format!("http://{addr}/v1"),
-            client: reqwest::Client::new(),
+        start_node(
             store,
-            org_id: self.org_id.clone(),
-            admin_key: self.admin_key.clone(),
-            database_url: self.database_url.clone(),
-            shutdown: Some(tx),
-            server: Some(server),
-            temp_dir: None,
-        }
+            ApiConfig::default(),
+            self.org_id.clone(),
+            self.admin_key.clone(),
+            self.database_url.clone(),
+            None,
+        )
+        .await
     }
 
     pub async fn stop(mut self) {
