@@ -188,8 +188,14 @@ async fn connect(c: &ModbusConfig) -> Result<Context, String> {
 pub async fn session(c: &ModbusConfig, sink: &Sink) -> Result<(), String> {
     let addr = host_port(&c.host, c.port);
     let mut ctx = connect(c).await?;
-    sink.connected(c.registers.len());
     let mut reads = plan(&c.registers);
+    // Connected once the device has answered (a TCP connection alone may be a proxy or another
+    // service); with nothing mapped, the connection is all there is to check.
+    let mut answered = false;
+    if reads.is_empty() {
+        sink.connected(0);
+        answered = true;
+    }
     let timeout = Duration::from_millis(c.timeout_ms);
     let mut ticker = tokio::time::interval(Duration::from_millis(c.poll_interval_ms));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -286,6 +292,10 @@ pub async fn session(c: &ModbusConfig, sink: &Sink) -> Result<(), String> {
             reads = next;
             // Read the split mappings at once rather than a poll later.
             ticker.reset_immediately();
+        }
+        if !answered {
+            sink.connected(c.registers.len());
+            answered = true;
         }
         sink.push(points);
         sink.problem(summarize(&problems));

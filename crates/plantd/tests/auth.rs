@@ -44,7 +44,7 @@ async fn scopes_are_enforced_and_admin_grants_all() {
         .key(&[Scope::ReadTelemetry, Scope::WriteTelemetry])
         .await;
     app.get("/data-sources", &reader).await.expect(200);
-    let body = json!({"name": "PLC", "type": "modbus", "config": {"host": "10.0.0.1"}});
+    let body = json!({"name": "PLC", "type": "modbus", "config": {"host": "plc.invalid"}});
     let r = app
         .post("/data-sources", &reader, body.clone())
         .await

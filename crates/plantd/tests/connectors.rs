@@ -335,6 +335,26 @@ async fn opcua_source_streams_from_the_simulator_and_reconnects() {
     })
     .await;
 
+    // A changed config restarts the connector: browsing from one asset's folder finds only
+    // that asset's variables.
+    app.call(
+        Method::PUT,
+        &format!("/data-sources/{id}"),
+        Some(&app.admin_key),
+        Some(json!({"config": {
+            "endpoint": format!("opc.tcp://127.0.0.1:{opcua_port}/"), "root_node": "ns=2;s=Pump_01",
+            "publishing_interval_ms": 200}})),
+    )
+    .await
+    .expect(200);
+    let narrowed = wait_for("the narrower browse", 60, || async {
+        let s = source(&app, &id).await;
+        (s["status"] == "connected" && s["tag_count"].as_i64()? < 41).then_some(s)
+    })
+    .await;
+    let pump_tags = narrowed["tag_count"].as_i64().unwrap();
+    assert!((5..=15).contains(&pump_tags), "{narrowed}");
+
     // Deleted: the connector stops (the simulator sees its sessions go).
     for id in [&id, &listed] {
         app.call(
@@ -411,6 +431,58 @@ async fn opcua_source_with_sign_and_encrypt() {
             .contains("it offers SignAndEncrypt/Basic256Sha256"),
         "{t}"
     );
+    sim.stop();
+}
+
+/// A server that wants a user name and password: the configured user connects and streams; a
+/// wrong password and an anonymous source are told their identity was rejected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opcua_source_with_username_and_password() {
+    let sim = start_sim_with(
+        "opcua-users",
+        0,
+        0,
+        Some(
+            "security:\n  mode: SignAndEncrypt\n  policy: Basic256Sha256\n  users:\n    - username: operator\n      password: s3cret\nassets:\n  - id: Pump_01\n    type: centrifugal_pump\n",
+        ),
+    );
+    let endpoint = format!("opc.tcp://127.0.0.1:{}/", sim.opcua_port);
+    let app = spawn_app().await;
+    let secure = |user: &str, password: &str| {
+        json!({"endpoint": endpoint, "security_mode": "SignAndEncrypt",
+               "security_policy": "Basic256Sha256", "username": user, "password": password,
+               "publishing_interval_ms": 200})
+    };
+    let id = create_source(
+        &app,
+        json!({"name": "operator", "type": "opcua", "config": secure("operator", "s3cret")}),
+    )
+    .await;
+    wait_status(&app, &id, "connected", 60).await;
+    wait_for("points as operator", 30, || async {
+        (!points(&app, "Pump_01", "Flow_Rate").await.is_empty()).then_some(())
+    })
+    .await;
+    let wrong = create_source(
+        &app,
+        json!({"name": "wrong password", "type": "opcua", "config": secure("operator", "guess")}),
+    )
+    .await;
+    let t = test_source(&app, &wrong).await;
+    assert_eq!(t["success"], false, "{t}");
+    assert!(
+        t["message"].as_str().unwrap().contains("user identity"),
+        "{t}"
+    );
+    let anonymous = create_source(
+        &app,
+        json!({"name": "anonymous", "type": "opcua", "config": {
+            "endpoint": endpoint, "security_mode": "SignAndEncrypt",
+            "security_policy": "Basic256Sha256"}}),
+    )
+    .await;
+    let t = test_source(&app, &anonymous).await;
+    assert_eq!(t["success"], false, "{t}");
     sim.stop();
 }
 

@@ -198,7 +198,7 @@ async fn every_mutation_is_audited_and_searchable() {
         .post(
             "/data-sources",
             k,
-            json!({"name": "Audited PLC", "type": "modbus", "config": {"host": "10.0.0.9"}}),
+            json!({"name": "Audited PLC", "type": "modbus", "config": {"host": "plc.invalid"}}),
         )
         .await
         .expect(201);

@@ -15,7 +15,7 @@ async fn organizations_are_invisible_to_each_other() {
         .post(
             "/data-sources",
             &b,
-            json!({"name": "B PLC", "type": "modbus", "config": {"host": "10.0.0.2"}}),
+            json!({"name": "B PLC", "type": "modbus", "config": {"host": "plc-b.invalid"}}),
         )
         .await
         .expect(201);
@@ -119,7 +119,7 @@ async fn organizations_are_invisible_to_each_other() {
     app.post(
         "/data-sources",
         &a,
-        json!({"name": "B PLC", "type": "modbus", "config": {"host": "10.0.0.3"}}),
+        json!({"name": "B PLC", "type": "modbus", "config": {"host": "plc-b.invalid"}}),
     )
     .await
     .expect(201);

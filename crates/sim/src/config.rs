@@ -26,6 +26,9 @@ pub struct SimConfig {
     pub port: u16,
     pub security_mode: SecurityMode,
     pub security_policy: SecurityPolicy,
+    /// User names and passwords the server accepts; none: anonymous clients only. With users,
+    /// anonymous clients are refused.
+    pub users: Vec<SimUser>,
     pub max_sessions: u32,
     pub max_subscriptions: u32,
     pub assets: Vec<AssetConfig>,
@@ -136,6 +139,16 @@ struct RawSecurity {
     mode: SecurityMode,
     #[serde(default = "basic256sha256")]
     policy: SecurityPolicy,
+    #[serde(default)]
+    users: Vec<SimUser>,
+}
+
+/// A user name and password the OPC UA server accepts.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimUser {
+    pub username: String,
+    pub password: String,
 }
 
 impl Default for RawSecurity {
@@ -143,6 +156,7 @@ impl Default for RawSecurity {
         Self {
             mode: SecurityMode::None,
             policy: SecurityPolicy::Basic256Sha256,
+            users: Vec::new(),
         }
     }
 }
@@ -222,6 +236,7 @@ impl SimConfig {
             port: default_port(),
             security_mode: SecurityMode::None,
             security_policy: SecurityPolicy::Basic256Sha256,
+            users: Vec::new(),
             max_sessions: 10,
             max_subscriptions: 100,
             assets: vec![
@@ -353,10 +368,20 @@ impl SimConfig {
                 "assets: the configuration has no assets".into(),
             ));
         }
+        for (i, u) in raw.security.users.iter().enumerate() {
+            let at = format!("security.users[{i}].username");
+            if u.username.is_empty() || u.password.is_empty() {
+                return Err(ConfigError(format!(
+                    "{at}{}: a user needs a non-empty username and password",
+                    line_of(&at)
+                )));
+            }
+        }
         let config = SimConfig {
             port: raw.server.port,
             security_mode: raw.security.mode,
             security_policy: raw.security.policy,
+            users: raw.security.users.clone(),
             max_sessions: raw.max_sessions,
             max_subscriptions: raw.max_subscriptions,
             assets,

@@ -31,7 +31,16 @@ pub fn build(
     port: u16,
     pki_dir: &std::path::Path,
 ) -> Result<(Server, ServerHandle), String> {
-    let tokens: &[&str] = &[ANONYMOUS_USER_TOKEN_ID];
+    // Anonymous clients, or (when users are configured) those users only.
+    let user_ids: Vec<String> = (0..config.users.len())
+        .map(|i| format!("user-{i}"))
+        .collect();
+    let tokens: Vec<&str> = if config.users.is_empty() {
+        vec![ANONYMOUS_USER_TOKEN_ID]
+    } else {
+        user_ids.iter().map(String::as_str).collect()
+    };
+    let tokens = tokens.as_slice();
     let (policy, mode) = match config.security_mode {
         SecurityMode::None => (SecurityPolicy::None, MessageSecurityMode::None),
         SecurityMode::Sign => (SecurityPolicy::Basic256Sha256, MessageSecurityMode::Sign),
@@ -67,6 +76,12 @@ pub fn build(
             },
             "plantd-sim",
         ));
+    for (id, u) in user_ids.iter().zip(&config.users) {
+        builder = builder.add_user_token(
+            id.clone(),
+            opcua::server::ServerUserToken::user_pass(u.username.as_str(), u.password.as_str()),
+        );
+    }
     let limits = builder.limits_mut();
     limits.subscriptions.max_subscriptions_per_session = config.max_subscriptions as usize;
     // One subscription may watch every variable (the library's default is 1,000).
