@@ -1,5 +1,6 @@
 //! Domain types of plantd: ids, timestamps, scopes, tiers, validation and records. No I/O here.
 
+pub mod alert;
 pub mod api_key;
 pub mod audit;
 pub mod data_source;

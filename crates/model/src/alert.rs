@@ -1,0 +1,127 @@
+//! Alerts (SPEC 2.5, 2.6): severities, condition operators, alert states.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Critical,
+    Warning,
+    Info,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Critical => "critical",
+            Severity::Warning => "warning",
+            Severity::Info => "info",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        [Severity::Critical, Severity::Warning, Severity::Info]
+            .into_iter()
+            .find(|v| v.as_str() == s)
+    }
+}
+
+/// How a value is compared with a rule's threshold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Operator {
+    Gt,
+    Gte,
+    Lt,
+    Lte,
+    Eq,
+    Neq,
+}
+
+impl Operator {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operator::Gt => "gt",
+            Operator::Gte => "gte",
+            Operator::Lt => "lt",
+            Operator::Lte => "lte",
+            Operator::Eq => "eq",
+            Operator::Neq => "neq",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            Operator::Gt,
+            Operator::Gte,
+            Operator::Lt,
+            Operator::Lte,
+            Operator::Eq,
+            Operator::Neq,
+        ]
+        .into_iter()
+        .find(|v| v.as_str() == s)
+    }
+    /// Whether `value` meets the condition against `threshold` (exact comparison for eq/neq:
+    /// values are stored as given).
+    pub fn holds(self, value: f64, threshold: f64) -> bool {
+        match self {
+            Operator::Gt => value > threshold,
+            Operator::Gte => value >= threshold,
+            Operator::Lt => value < threshold,
+            Operator::Lte => value <= threshold,
+            Operator::Eq => value == threshold,
+            Operator::Neq => value != threshold,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum AlertStatus {
+    Active,
+    Acknowledged,
+    Resolved,
+}
+
+impl AlertStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AlertStatus::Active => "active",
+            AlertStatus::Acknowledged => "acknowledged",
+            AlertStatus::Resolved => "resolved",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            AlertStatus::Active,
+            AlertStatus::Acknowledged,
+            AlertStatus::Resolved,
+        ]
+        .into_iter()
+        .find(|v| v.as_str() == s)
+    }
+    /// Active or acknowledged: at most one such alert per rule and asset.
+    pub fn is_open(self) -> bool {
+        self != AlertStatus::Resolved
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operators_compare_as_named() {
+        assert!(Operator::Gt.holds(2.0, 1.0) && !Operator::Gt.holds(1.0, 1.0));
+        assert!(Operator::Gte.holds(1.0, 1.0) && !Operator::Gte.holds(0.5, 1.0));
+        assert!(Operator::Lt.holds(0.5, 1.0) && !Operator::Lt.holds(1.0, 1.0));
+        assert!(Operator::Lte.holds(1.0, 1.0) && !Operator::Lte.holds(1.5, 1.0));
+        assert!(Operator::Eq.holds(1.0, 1.0) && !Operator::Eq.holds(1.5, 1.0));
+        assert!(Operator::Neq.holds(1.5, 1.0) && !Operator::Neq.holds(1.0, 1.0));
+        for op in ["gt", "gte", "lt", "lte", "eq", "neq"] {
+            assert_eq!(Operator::parse(op).unwrap().as_str(), op);
+        }
+        assert!(Operator::parse(">").is_none());
+        assert_eq!(Severity::parse("warning"), Some(Severity::Warning));
+        assert!(AlertStatus::Acknowledged.is_open() && !AlertStatus::Resolved.is_open());
+    }
+}
