@@ -16,6 +16,12 @@ pub enum Event {
         org_id: Arc<str>,
         points: Arc<Vec<Point>>,
     },
+    /// An alert was triggered, acknowledged or resolved (`alert.triggered`, ...).
+    Alert {
+        org_id: Arc<str>,
+        event: &'static str,
+        alert: Arc<plantd_model::alert::Alert>,
+    },
 }
 
 #[derive(Clone)]

@@ -2,6 +2,7 @@
 //! (authentication, rate limits, scopes, audit), one module per feature, and the OpenAPI
 //! document. [`serve`] runs it with its background workers until a shutdown signal.
 
+pub mod alert_engine;
 pub mod connectors;
 pub mod envelope;
 pub mod error;
@@ -33,6 +34,9 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let state = AppState::new(store, config);
+    if let Err(e) = state.alerts.load(&state.store).await {
+        tracing::error!(error = %e, "cannot read open alerts; rules may fire again for them");
+    }
     let app = router::build(state.clone());
     let (stop_workers, workers_stopped) = tokio::sync::watch::channel(false);
     let flusher = tokio::spawn(usage_flusher(state.clone(), workers_stopped.clone()));

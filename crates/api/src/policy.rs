@@ -74,6 +74,8 @@ const READ_ASSETS: Access = Access::Scope(Scope::ReadAssets);
 const WRITE_ASSETS: Access = Access::Scope(Scope::WriteAssets);
 const READ_TELEMETRY: Access = Access::Scope(Scope::ReadTelemetry);
 const WRITE_TELEMETRY: Access = Access::Scope(Scope::WriteTelemetry);
+const READ_ALERTS: Access = Access::Scope(Scope::ReadAlerts);
+const WRITE_ALERTS: Access = Access::Scope(Scope::WriteAlerts);
 const ADMIN: Access = Access::Scope(Scope::Admin);
 const DAY: i64 = 86_400;
 
@@ -151,6 +153,87 @@ pub static ROUTES: &[RoutePolicy] = &[
         "data_sources",
         "data_source.test",
         "data_source",
+    ),
+    // Alerts
+    route(
+        "GET",
+        "/v1/alert-rules",
+        READ_ALERTS,
+        "alerts",
+        "alert_rule.list",
+        "alert_rule",
+    ),
+    route(
+        "POST",
+        "/v1/alert-rules",
+        WRITE_ALERTS,
+        "alerts",
+        "alert_rule.create",
+        "alert_rule",
+    ),
+    route(
+        "GET",
+        "/v1/alert-rules/{id}",
+        READ_ALERTS,
+        "alerts",
+        "alert_rule.read",
+        "alert_rule",
+    ),
+    route(
+        "PUT",
+        "/v1/alert-rules/{id}",
+        WRITE_ALERTS,
+        "alerts",
+        "alert_rule.update",
+        "alert_rule",
+    ),
+    route(
+        "DELETE",
+        "/v1/alert-rules/{id}",
+        WRITE_ALERTS,
+        "alerts",
+        "alert_rule.delete",
+        "alert_rule",
+    ),
+    route(
+        "POST",
+        "/v1/alert-rules/{id}/enable",
+        WRITE_ALERTS,
+        "alerts",
+        "alert_rule.enable",
+        "alert_rule",
+    ),
+    route(
+        "POST",
+        "/v1/alert-rules/{id}/disable",
+        WRITE_ALERTS,
+        "alerts",
+        "alert_rule.disable",
+        "alert_rule",
+    ),
+    route(
+        "GET",
+        "/v1/alerts",
+        READ_ALERTS,
+        "alerts",
+        "alert.list",
+        "alert",
+    ),
+    route(
+        "POST",
+        "/v1/alerts/{id}/acknowledge",
+        WRITE_ALERTS,
+        "alerts",
+        "alert.acknowledge",
+        "alert",
+    ),
+    route(
+        "POST",
+        "/v1/alerts/{id}/resolve",
+        WRITE_ALERTS,
+        "alerts",
+        "alert.resolve",
+        "alert",
     ),
     // Telemetry (SPEC 8.5 endpoint limits)
     limited(

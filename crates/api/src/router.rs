@@ -11,7 +11,9 @@ use utoipa_axum::routes;
 
 use crate::error::ApiError;
 use crate::pipeline::{anonymous_admit, pipeline, set_rate_headers};
-use crate::routes::{api_keys, audit, data_sources, orgs, stream, system, telemetry, users};
+use crate::routes::{
+    alerts, api_keys, audit, data_sources, orgs, stream, system, telemetry, users,
+};
 use crate::state::AppState;
 
 /// The largest request body accepted (1 MiB); larger bodies are a `validation_error`.
@@ -33,6 +35,17 @@ fn v1_routes() -> OpenApiRouter<AppState> {
             data_sources::delete_data_source
         ))
         .routes(routes!(data_sources::test_data_source))
+        .routes(routes!(alerts::list_rules, alerts::create_rule))
+        .routes(routes!(
+            alerts::get_rule,
+            alerts::update_rule,
+            alerts::delete_rule
+        ))
+        .routes(routes!(alerts::enable_rule))
+        .routes(routes!(alerts::disable_rule))
+        .routes(routes!(alerts::list_alerts))
+        .routes(routes!(alerts::acknowledge))
+        .routes(routes!(alerts::resolve))
         .merge(
             OpenApiRouter::new()
                 .routes(routes!(telemetry::ingest, telemetry::query))

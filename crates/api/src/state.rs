@@ -67,6 +67,7 @@ pub struct Inner {
     pub workers: WorkerBoard,
     pub rendered_data_sources: crate::routes::data_sources::RenderedDataSources,
     pub events: crate::events::EventBus,
+    pub alerts: crate::alert_engine::AlertEngine,
     pub connections: Arc<crate::routes::stream::Connections>,
     pub started_at: Timestamp,
 }
@@ -90,6 +91,7 @@ impl AppState {
             workers: WorkerBoard::default(),
             rendered_data_sources: Default::default(),
             events: Default::default(),
+            alerts: Default::default(),
             connections: Default::default(),
             started_at: Timestamp::now(),
         }))

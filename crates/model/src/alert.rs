@@ -105,6 +105,65 @@ impl AlertStatus {
     }
 }
 
+/// The condition of a rule (SPEC 2.5), with `max_gap_seconds` as an extension.
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct Condition {
+    pub tag_name: String,
+    pub operator: Operator,
+    pub value: f64,
+    pub duration_seconds: i64,
+    /// A longer silence between two points restarts the timing.
+    pub max_gap_seconds: i64,
+}
+
+/// An alert rule as stored.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AlertRule {
+    pub id: String,
+    pub org_id: String,
+    pub name: String,
+    pub severity: Severity,
+    pub data_source_id: String,
+    /// Only this asset of the data source; `None`: every asset.
+    pub asset_id: Option<String>,
+    pub condition: Condition,
+    pub notifications: Vec<String>,
+    pub enabled: bool,
+    pub auto_resolve: bool,
+    pub created_at: crate::Timestamp,
+    pub updated_at: crate::Timestamp,
+}
+
+/// An alert as stored and returned.
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct Alert {
+    pub id: String,
+    #[serde(skip)]
+    pub org_id: String,
+    pub rule_id: String,
+    pub rule_name: String,
+    pub severity: Severity,
+    pub status: AlertStatus,
+    pub data_source_id: String,
+    pub asset_id: String,
+    pub tag_name: String,
+    /// The value of the point that raised the alert.
+    pub value: f64,
+    pub threshold: f64,
+    pub operator: Operator,
+    /// The timestamp of the point that raised the alert.
+    pub triggered_at: crate::Timestamp,
+    pub acknowledged_at: Option<crate::Timestamp>,
+    pub acknowledged_by: Option<String>,
+    pub note: Option<String>,
+    pub resolved_at: Option<crate::Timestamp>,
+    /// A user id, or `auto` (the condition cleared) or `rule_deleted`.
+    pub resolved_by: Option<String>,
+}
+
+/// Notification channels a rule may name.
+pub const CHANNELS: [&str; 3] = ["email", "slack", "webhook"];
+
 #[cfg(test)]
 mod tests {
     use super::*;

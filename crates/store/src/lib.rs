@@ -2,6 +2,7 @@
 //! PostgreSQL, chosen by the database URL's scheme. One SQL text with `$N` placeholders serves
 //! both through sqlx's `Any` driver; migrations are kept per backend and embedded in the binary.
 
+mod alerts;
 mod api_keys;
 mod audit;
 mod data_source_cache;
@@ -11,6 +12,7 @@ mod migrate;
 mod notify;
 mod orgs;
 
+pub use alerts::{AlertFilter, RuleFields};
 pub use api_keys::NewApiKey;
 pub use audit::{AuditFilter, AuditSummary, NewAuditRecord, insert_audit_rows};
 pub use data_sources::{ConnectorState, DataSourceUpdate, NewDataSource};

@@ -26,6 +26,11 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0003_connectors.sql"),
         postgres: include_str!("../migrations/postgres/0003_connectors.sql"),
     },
+    Migration {
+        version: 4,
+        sqlite: include_str!("../migrations/sqlite/0004_alerts.sql"),
+        postgres: include_str!("../migrations/postgres/0004_alerts.sql"),
+    },
 ];
 
 pub(crate) async fn run(store: &Store) -> Result<()> {

@@ -1,5 +1,6 @@
 //! One module per feature of the API.
 
+pub mod alerts;
 pub mod api_keys;
 pub mod audit;
 pub mod data_sources;

@@ -117,6 +117,16 @@ struct Filter {
 }
 
 impl Filter {
+    /// Whether an alert is about what this subscription follows.
+    fn covers(&self, a: &plantd_model::alert::Alert) -> bool {
+        self.asset_id.as_ref().is_none_or(|x| *x == a.asset_id)
+            && self.tag_name.as_ref().is_none_or(|x| *x == a.tag_name)
+            && self
+                .data_source_id
+                .as_ref()
+                .is_none_or(|x| *x == a.data_source_id)
+    }
+
     fn matches(&self, p: &Point) -> bool {
         self.asset_id.as_ref().is_none_or(|a| *a == p.asset_id)
             && self.tag_name.as_ref().is_none_or(|t| *t == p.tag_name)
@@ -239,7 +249,27 @@ async fn run(
                     }
                     Err(RecvError::Closed) => return,
                 };
-                let Event::Telemetry { org_id, points } = event;
+                let (org_id, points) = match event {
+                    Event::Telemetry { org_id, points } => (org_id, points),
+                    Event::Alert { org_id, event, alert } => {
+                        if *org_id != *caller.org_id {
+                            continue;
+                        }
+                        // Once per connection, to its first subscription that covers the alert.
+                        let Some((id, _)) = subscriptions.iter().find(|(_, f)| f.covers(&alert)) else {
+                            continue;
+                        };
+                        if !outbound.allow() {
+                            let reason = format!("outbound message rate limit of {}/s for the {tier} tier exceeded; subscribe to fewer series", limits.messages_out_per_second.unwrap_or(0));
+                            close(&mut socket, close_code::POLICY, reason).await;
+                            return;
+                        }
+                        if !send(&mut socket, json!({"type": "alert", "event": event, "subscription": id, "data": &*alert})).await {
+                            return;
+                        }
+                        continue;
+                    }
+                };
                 if *org_id != *caller.org_id {
                     continue;
                 }

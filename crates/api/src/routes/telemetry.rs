@@ -132,7 +132,8 @@ pub(crate) async fn store_points(
         .ingest(org_id, points.clone(), audit)
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))?;
-    // Committed: tell live subscribers.
+    // Committed: evaluate alert rules, tell live subscribers.
+    state.alerts.evaluate(state, org_id, &points).await;
     state.events.publish(crate::events::Event::Telemetry {
         org_id: org_id.into(),
         points,
