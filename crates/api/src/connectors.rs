@@ -162,10 +162,17 @@ async fn reconcile(
         })
         .map(|(id, _)| id.clone())
         .collect();
+    // A restarted source's new connector starts once the old one has finished its last writes
+    // (else the old one's final "stopped" record could land after the new one's "connected").
+    let mut predecessors: HashMap<String, JoinHandle<()>> = HashMap::new();
     for id in stale {
         if let Some(r) = running.remove(&id) {
             let _ = r.stop.send(true);
-            retiring.push(r.task);
+            if wanted.contains_key(&id) {
+                predecessors.insert(id, r.task);
+            } else {
+                retiring.push(r.task);
+            }
         }
     }
     for (id, ds) in wanted {
@@ -174,7 +181,8 @@ async fn reconcile(
         }
         let (stop, stopped) = watch::channel(false);
         let fingerprint = fingerprint(&ds);
-        let task = tokio::spawn(source_task(state.clone(), ds, stopped));
+        let predecessor = predecessors.remove(&id);
+        let task = tokio::spawn(source_task(state.clone(), ds, stopped, predecessor));
         running.insert(
             id,
             Running {
@@ -195,8 +203,20 @@ fn current_state(ds: &DataSource) -> ConnectorState {
 }
 
 /// One source: its connector, the writes of its points, the records of its state.
-async fn source_task(state: AppState, ds: DataSource, mut stop: watch::Receiver<bool>) {
-    let mut recorded = current_state(&ds);
+async fn source_task(
+    state: AppState,
+    ds: DataSource,
+    mut stop: watch::Receiver<bool>,
+    predecessor: Option<JoinHandle<()>>,
+) {
+    if let Some(p) = predecessor {
+        let _ = p.await;
+    }
+    // What is recorded now (the predecessor may have changed it since `ds` was read).
+    let mut recorded = match state.store.data_source(&ds.org_id, &ds.id).await {
+        Ok(now) => current_state(&now),
+        Err(_) => current_state(&ds),
+    };
     let protocol =
         match Protocol::from_config(ds.source_type, &ds.config, &state.config.connectors_pki_dir) {
             Ok(p) => p,

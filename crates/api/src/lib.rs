@@ -16,6 +16,7 @@ pub mod rate_limit;
 pub mod router;
 pub mod routes;
 pub mod state;
+pub mod webhooks;
 
 pub use state::{ApiConfig, AppState};
 
@@ -41,7 +42,11 @@ pub async fn serve(
     let (stop_workers, workers_stopped) = tokio::sync::watch::channel(false);
     let flusher = tokio::spawn(usage_flusher(state.clone(), workers_stopped.clone()));
     let retention = tokio::spawn(retention_worker(state.clone(), workers_stopped.clone()));
-    let connectors = tokio::spawn(connectors::supervise(state.clone(), workers_stopped));
+    let connectors = tokio::spawn(connectors::supervise(
+        state.clone(),
+        workers_stopped.clone(),
+    ));
+    let webhooks = tokio::spawn(webhooks::run(state.clone(), workers_stopped));
     let result = axum::serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),
@@ -52,6 +57,7 @@ pub async fn serve(
     let _ = flusher.await;
     let _ = retention.await;
     let _ = connectors.await;
+    let _ = webhooks.await;
     if let Err(e) = state.usage.flush(&state.store).await {
         tracing::error!(error = %e, "could not write the last usage counts");
     }

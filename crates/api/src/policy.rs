@@ -235,6 +235,55 @@ pub static ROUTES: &[RoutePolicy] = &[
         "alert.resolve",
         "alert",
     ),
+    // Webhooks
+    route(
+        "GET",
+        "/v1/webhooks",
+        ADMIN,
+        "webhooks",
+        "webhook.list",
+        "webhook",
+    ),
+    route(
+        "POST",
+        "/v1/webhooks",
+        ADMIN,
+        "webhooks",
+        "webhook.create",
+        "webhook",
+    ),
+    route(
+        "GET",
+        "/v1/webhooks/{id}",
+        ADMIN,
+        "webhooks",
+        "webhook.read",
+        "webhook",
+    ),
+    route(
+        "PUT",
+        "/v1/webhooks/{id}",
+        ADMIN,
+        "webhooks",
+        "webhook.update",
+        "webhook",
+    ),
+    route(
+        "DELETE",
+        "/v1/webhooks/{id}",
+        ADMIN,
+        "webhooks",
+        "webhook.delete",
+        "webhook",
+    ),
+    route(
+        "GET",
+        "/v1/webhooks/{id}/deliveries",
+        ADMIN,
+        "webhooks",
+        "webhook.deliveries",
+        "webhook",
+    ),
     // Telemetry (SPEC 8.5 endpoint limits)
     limited(
         route(

@@ -12,7 +12,7 @@ use utoipa_axum::routes;
 use crate::error::ApiError;
 use crate::pipeline::{anonymous_admit, pipeline, set_rate_headers};
 use crate::routes::{
-    alerts, api_keys, audit, data_sources, orgs, stream, system, telemetry, users,
+    alerts, api_keys, audit, data_sources, orgs, stream, system, telemetry, users, webhooks,
 };
 use crate::state::AppState;
 
@@ -46,6 +46,13 @@ fn v1_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(alerts::list_alerts))
         .routes(routes!(alerts::acknowledge))
         .routes(routes!(alerts::resolve))
+        .routes(routes!(webhooks::list_webhooks, webhooks::create_webhook))
+        .routes(routes!(
+            webhooks::get_webhook,
+            webhooks::update_webhook,
+            webhooks::delete_webhook
+        ))
+        .routes(routes!(webhooks::list_deliveries))
         .merge(
             OpenApiRouter::new()
                 .routes(routes!(telemetry::ingest, telemetry::query))

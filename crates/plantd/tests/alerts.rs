@@ -336,3 +336,154 @@ async fn disabled_rules_do_not_fire_and_alerts_reach_the_stream() {
     assert_eq!(event["data"]["rule_name"], "Off");
     assert_eq!(event["data"]["status"], "active");
 }
+
+/// A receiver of webhook posts: the first answer is 500 (to make the sender retry), then 200.
+async fn receiver() -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<(axum::http::HeaderMap, String)>>>,
+) {
+    use std::sync::{Arc, Mutex};
+    let got: Arc<Mutex<Vec<(axum::http::HeaderMap, String)>>> = Arc::default();
+    let seen = got.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |headers: axum::http::HeaderMap, body: String| {
+            let seen = seen.clone();
+            async move {
+                let mut seen = seen.lock().unwrap();
+                seen.push((headers, body));
+                if seen.len() == 1 {
+                    axum::http::StatusCode::INTERNAL_SERVER_ERROR
+                } else {
+                    axum::http::StatusCode::OK
+                }
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, got)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhooks_are_signed_retried_and_logged() {
+    use hmac::{Hmac, Mac};
+    let app = spawn_app().await;
+    let k = app.admin_key.as_str();
+    for (body, field) in [
+        (
+            json!({"url": "ftp://x", "events": ["alert.triggered"]}),
+            "url",
+        ),
+        (json!({"url": "http://x", "events": ["nope"]}), "events[0]"),
+        (
+            json!({"url": "http://x", "events": ["alert.triggered"], "secret": "short"}),
+            "secret",
+        ),
+    ] {
+        let r = app.post("/webhooks", k, body).await.expect(400);
+        assert_eq!(r.json["error"]["details"][0]["field"], field, "{}", r.text);
+    }
+    let (url, got) = receiver().await;
+    let secret = "a-long-enough-secret-0123456789";
+    let hook = app
+        .post(
+            "/webhooks",
+            k,
+            json!({"url": url, "events": ["alert.triggered", "alert.resolved"], "secret": secret}),
+        )
+        .await
+        .expect(201);
+    assert_eq!(hook.json["data"]["secret"], secret);
+    let hook_id = hook.json["data"]["id"].as_str().unwrap().to_string();
+    let listed = app.get("/webhooks", k).await.expect(200);
+    assert!(
+        listed.json["data"][0].get("secret").is_none(),
+        "secret is write-only"
+    );
+
+    let ds = source(&app).await;
+    rule(
+        &app,
+        json!({"name": "Hook me", "severity": "critical", "data_source_id": ds,
+               "condition": {"tag_name": "Vibration_X", "operator": "gt", "value": 7.0, "duration_seconds": 0}}),
+    )
+    .await;
+    let t0 = t0();
+    ingest(&app, &ds, t0, &[(0, 9.0)]).await;
+    // Delivered on the second attempt (the first got a 500).
+    let log = wait_deliveries(&app, &hook_id, |d| {
+        d.len() == 1 && d[0]["status"] == "delivered"
+    })
+    .await;
+    assert_eq!(log[0]["attempts"], 2, "{log:?}");
+    assert_eq!(log[0]["last_status_code"], 200);
+    assert_eq!(log[0]["event"], "alert.triggered");
+    {
+        let got = got.lock().unwrap();
+        assert_eq!(got.len(), 2);
+        let (headers, body) = &got[1];
+        assert_eq!(headers["x-plantd-event"], "alert.triggered");
+        let sig = headers["x-plantd-signature"].to_str().unwrap();
+        let (t, v1) = sig
+            .strip_prefix("t=")
+            .and_then(|s| s.split_once(",v1="))
+            .unwrap();
+        let mut mac = Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+        mac.update(format!("{t}.{body}").as_bytes());
+        assert_eq!(v1, hex::encode(mac.finalize().into_bytes()), "signature");
+        assert!((Timestamp::now().unix_seconds() - t.parse::<i64>().unwrap()).abs() < 60);
+        let payload: Value = serde_json::from_str(body).unwrap();
+        assert_eq!(payload["event"], "alert.triggered");
+        assert_eq!(payload["data"]["rule_name"], "Hook me");
+        assert_eq!(payload["id"], log[0]["id"]);
+    }
+    // Acknowledged is not subscribed; resolved is.
+    let alert = &alerts(&app, "").await[0];
+    let id = alert["id"].as_str().unwrap();
+    app.post(&format!("/alerts/{id}/acknowledge"), k, json!({}))
+        .await
+        .expect(200);
+    app.post(&format!("/alerts/{id}/resolve"), k, json!({}))
+        .await
+        .expect(200);
+    let log = wait_deliveries(&app, &hook_id, |d| {
+        d.len() == 2 && d.iter().all(|x| x["status"] == "delivered")
+    })
+    .await;
+    assert_eq!(log[0]["event"], "alert.resolved");
+    app.delete(&format!("/webhooks/{hook_id}"), k)
+        .await
+        .expect(204);
+    assert_eq!(
+        app.get(&format!("/webhooks/{hook_id}/deliveries"), k)
+            .await
+            .expect(404)
+            .code(),
+        "not_found"
+    );
+}
+
+async fn wait_deliveries(
+    app: &TestApp,
+    hook_id: &str,
+    done: impl Fn(&[Value]) -> bool,
+) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let log = app
+            .get(&format!("/webhooks/{hook_id}/deliveries"), &app.admin_key)
+            .await
+            .expect(200)
+            .json["data"]
+            .as_array()
+            .unwrap()
+            .clone();
+        if done(&log) {
+            return log;
+        }
+        assert!(std::time::Instant::now() < deadline, "deliveries: {log:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

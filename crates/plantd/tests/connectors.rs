@@ -787,7 +787,8 @@ async fn connector_points_obey_the_tier_limits() {
     let stored = usage.json["data"]["telemetry_points"]["current"]
         .as_u64()
         .unwrap();
-    assert!(stored <= 1_000, "{usage:?}");
+    // Minute windows are aligned to the clock: the test's few seconds may touch two.
+    assert!(stored <= 2_000, "{usage:?}");
     sim.stop();
 }
 

@@ -11,6 +11,7 @@ mod lease;
 mod migrate;
 mod notify;
 mod orgs;
+mod webhooks;
 
 pub use alerts::{AlertFilter, RuleFields};
 pub use api_keys::NewApiKey;
@@ -19,6 +20,7 @@ pub use data_sources::{ConnectorState, DataSourceUpdate, NewDataSource};
 pub use lease::{CONNECTORS_LEASE, Lease};
 pub use notify::NotifyTarget;
 pub use orgs::NewUser;
+pub use webhooks::{AttemptOutcome, Delivery, Webhook};
 
 use sqlx::AnyPool;
 use sqlx::any::AnyPoolOptions;

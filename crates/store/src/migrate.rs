@@ -31,6 +31,11 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0004_alerts.sql"),
         postgres: include_str!("../migrations/postgres/0004_alerts.sql"),
     },
+    Migration {
+        version: 5,
+        sqlite: include_str!("../migrations/sqlite/0005_webhooks.sql"),
+        postgres: include_str!("../migrations/postgres/0005_webhooks.sql"),
+    },
 ];
 
 pub(crate) async fn run(store: &Store) -> Result<()> {

@@ -9,6 +9,7 @@ pub mod stream;
 pub mod system;
 pub mod telemetry;
 pub mod users;
+pub mod webhooks;
 
 use plantd_model::page::{Page, PageQuery};
 

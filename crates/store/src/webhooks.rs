@@ -1,0 +1,325 @@
+//! Webhook subscriptions and their delivery log. Deliveries are rows: queued when an event
+//! happens, claimed by one sender at a time (an optimistic update of `next_attempt_at`), and
+//! kept with their attempts and last answer.
+
+use plantd_model::{Timestamp, new_id};
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use crate::{Result, Store, StoreError};
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Webhook {
+    pub id: String,
+    pub org_id: String,
+    pub url: String,
+    pub events: Vec<String>,
+    pub secret: String,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Delivery {
+    pub id: String,
+    pub org_id: String,
+    pub webhook_id: String,
+    pub event: String,
+    pub payload: String,
+    /// pending, delivered or failed
+    pub status: String,
+    pub attempts: i64,
+    pub last_status_code: Option<i64>,
+    pub last_error: Option<String>,
+    pub next_attempt_at: Timestamp,
+    pub created_at: Timestamp,
+    pub delivered_at: Option<Timestamp>,
+}
+
+/// What one attempt came to.
+pub enum AttemptOutcome {
+    Delivered {
+        status_code: i64,
+    },
+    /// Failed; try again at `retry_at`, or give up when `None`.
+    Failed {
+        status_code: Option<i64>,
+        error: String,
+        retry_at: Option<Timestamp>,
+    },
+}
+
+fn webhook_from_row(row: &AnyRow) -> Result<Webhook> {
+    let events: String = row.try_get("events")?;
+    Ok(Webhook {
+        id: row.try_get("id")?,
+        org_id: row.try_get("org_id")?,
+        url: row.try_get("url")?,
+        events: serde_json::from_str(&events).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        secret: row.try_get("secret")?,
+        created_at: Timestamp::from_millis(row.try_get("created_at")?),
+        updated_at: Timestamp::from_millis(row.try_get("updated_at")?),
+    })
+}
+
+fn delivery_from_row(row: &AnyRow) -> Result<Delivery> {
+    Ok(Delivery {
+        id: row.try_get("id")?,
+        org_id: row.try_get("org_id")?,
+        webhook_id: row.try_get("webhook_id")?,
+        event: row.try_get("event")?,
+        payload: row.try_get("payload")?,
+        status: row.try_get("status")?,
+        attempts: row.try_get("attempts")?,
+        last_status_code: row.try_get("last_status_code")?,
+        last_error: row.try_get("last_error")?,
+        next_attempt_at: Timestamp::from_millis(row.try_get("next_attempt_at")?),
+        created_at: Timestamp::from_millis(row.try_get("created_at")?),
+        delivered_at: row
+            .try_get::<Option<i64>, _>("delivered_at")?
+            .map(Timestamp::from_millis),
+    })
+}
+
+impl Store {
+    pub async fn create_webhook(
+        &self,
+        org_id: &str,
+        url: &str,
+        events: &[String],
+        secret: &str,
+    ) -> Result<Webhook> {
+        let now = Timestamp::now();
+        let hook = Webhook {
+            id: new_id(),
+            org_id: org_id.to_string(),
+            url: url.to_string(),
+            events: events.to_vec(),
+            secret: secret.to_string(),
+            created_at: now,
+            updated_at: now,
+        };
+        let mut tx = self.begin_write().await?;
+        sqlx::query(
+            "INSERT INTO webhooks (id, org_id, url, events, secret, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind(&hook.id)
+        .bind(&hook.org_id)
+        .bind(&hook.url)
+        .bind(serde_json::to_string(&hook.events).unwrap_or_default())
+        .bind(&hook.secret)
+        .bind(now.millis())
+        .bind(now.millis())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(hook)
+    }
+
+    pub async fn webhook(&self, org_id: &str, id: &str) -> Result<Webhook> {
+        let row = sqlx::query("SELECT * FROM webhooks WHERE org_id = $1 AND id = $2")
+            .bind(org_id)
+            .bind(id)
+            .fetch_optional(self.pool())
+            .await?
+            .ok_or(StoreError::NotFound)?;
+        webhook_from_row(&row)
+    }
+
+    /// Every webhook of an organization, oldest first.
+    pub async fn webhooks(&self, org_id: &str) -> Result<Vec<Webhook>> {
+        let rows = sqlx::query("SELECT * FROM webhooks WHERE org_id = $1 ORDER BY created_at, id")
+            .bind(org_id)
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(webhook_from_row).collect()
+    }
+
+    pub async fn update_webhook(
+        &self,
+        org_id: &str,
+        id: &str,
+        url: &str,
+        events: &[String],
+        secret: &str,
+    ) -> Result<Webhook> {
+        let mut tx = self.begin_write().await?;
+        let done = sqlx::query(
+            "UPDATE webhooks SET url = $1, events = $2, secret = $3, updated_at = $4 WHERE org_id = $5 AND id = $6",
+        )
+        .bind(url)
+        .bind(serde_json::to_string(events).unwrap_or_default())
+        .bind(secret)
+        .bind(Timestamp::now().millis())
+        .bind(org_id)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound);
+        }
+        tx.commit().await?;
+        self.webhook(org_id, id).await
+    }
+
+    /// Deletes a webhook and its delivery log.
+    pub async fn delete_webhook(&self, org_id: &str, id: &str) -> Result<()> {
+        let mut tx = self.begin_write().await?;
+        sqlx::query("DELETE FROM webhook_deliveries WHERE org_id = $1 AND webhook_id = $2")
+            .bind(org_id)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        let done = sqlx::query("DELETE FROM webhooks WHERE org_id = $1 AND id = $2")
+            .bind(org_id)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound);
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Queues a delivery of `payload` to every webhook of `org_id` subscribed to `event`.
+    pub async fn queue_deliveries(
+        &self,
+        org_id: &str,
+        event: &str,
+        payload: impl Fn(&str) -> String,
+    ) -> Result<usize> {
+        let hooks: Vec<Webhook> = self
+            .webhooks(org_id)
+            .await?
+            .into_iter()
+            .filter(|h| h.events.iter().any(|e| e == event))
+            .collect();
+        if hooks.is_empty() {
+            return Ok(0);
+        }
+        let now = Timestamp::now().millis();
+        let mut tx = self.begin_write().await?;
+        for h in &hooks {
+            let id = new_id();
+            sqlx::query(
+                "INSERT INTO webhook_deliveries (id, org_id, webhook_id, event, payload, status, attempts, next_attempt_at, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, 'pending', 0, $6, $7)",
+            )
+            .bind(&id)
+            .bind(org_id)
+            .bind(&h.id)
+            .bind(event)
+            .bind(payload(&id))
+            .bind(now)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(hooks.len())
+    }
+
+    /// Pending deliveries due by `now`, each claimed for `lease_ms` (so that no other sender
+    /// takes it meanwhile), with the webhook's URL and secret.
+    pub async fn claim_due_deliveries(
+        &self,
+        now: Timestamp,
+        lease_ms: i64,
+        limit: i64,
+    ) -> Result<Vec<(Delivery, Webhook)>> {
+        let rows = sqlx::query(
+            "SELECT * FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= $1 \
+             ORDER BY next_attempt_at LIMIT $2",
+        )
+        .bind(now.millis())
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await?;
+        let mut claimed = Vec::new();
+        for row in &rows {
+            let d = delivery_from_row(row)?;
+            let mut tx = self.begin_write().await?;
+            let won = sqlx::query(
+                "UPDATE webhook_deliveries SET next_attempt_at = $1 WHERE id = $2 AND next_attempt_at = $3 AND status = 'pending'",
+            )
+            .bind(now.millis() + lease_ms)
+            .bind(&d.id)
+            .bind(d.next_attempt_at.millis())
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            if won.rows_affected() == 1
+                && let Ok(h) = self.webhook(&d.org_id, &d.webhook_id).await
+            {
+                claimed.push((d, h));
+            }
+        }
+        Ok(claimed)
+    }
+
+    pub async fn record_attempt(&self, id: &str, outcome: AttemptOutcome) -> Result<()> {
+        let now = Timestamp::now().millis();
+        let mut tx = self.begin_write().await?;
+        match outcome {
+            AttemptOutcome::Delivered { status_code } => sqlx::query(
+                "UPDATE webhook_deliveries SET status = 'delivered', attempts = attempts + 1, last_status_code = $1, \
+                 last_error = NULL, delivered_at = $2 WHERE id = $3",
+            )
+            .bind(status_code)
+            .bind(now)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?,
+            AttemptOutcome::Failed {
+                status_code,
+                error,
+                retry_at,
+            } => sqlx::query(
+                "UPDATE webhook_deliveries SET status = $1, attempts = attempts + 1, last_status_code = $2, \
+                 last_error = $3, next_attempt_at = $4 WHERE id = $5",
+            )
+            .bind(if retry_at.is_some() { "pending" } else { "failed" })
+            .bind(status_code)
+            .bind(error)
+            .bind(retry_at.map_or(now, |t| t.millis()))
+            .bind(id)
+            .execute(&mut *tx)
+            .await?,
+        };
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// A webhook's deliveries, newest first, and how many there are.
+    pub async fn deliveries(
+        &self,
+        org_id: &str,
+        webhook_id: &str,
+        limit: i64,
+        offset: i64,
+    ) -> Result<(Vec<Delivery>, u64)> {
+        let total: i64 = sqlx::query(
+            "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE org_id = $1 AND webhook_id = $2",
+        )
+        .bind(org_id)
+        .bind(webhook_id)
+        .fetch_one(self.pool())
+        .await?
+        .try_get("n")?;
+        let rows = sqlx::query(
+            "SELECT * FROM webhook_deliveries WHERE org_id = $1 AND webhook_id = $2 \
+             ORDER BY created_at DESC, id DESC LIMIT $3 OFFSET $4",
+        )
+        .bind(org_id)
+        .bind(webhook_id)
+        .bind(limit)
+        .bind(offset)
+        .fetch_all(self.pool())
+        .await?;
+        Ok((
+            rows.iter().map(delivery_from_row).collect::<Result<_>>()?,
+            total as u64,
+        ))
+    }
+}
