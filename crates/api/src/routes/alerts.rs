@@ -14,7 +14,7 @@ use crate::alert_engine::publish;
 use crate::envelope::{Data, List, created, list, no_content, ok};
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{ValidJson, ValidQuery};
-use crate::routes::page_of;
+use crate::routes::{page_in_memory, page_of};
 use crate::state::{AppState, Caller};
 
 /// The longest `duration_seconds` (7 days).
@@ -163,13 +163,7 @@ pub async fn list_rules(
 ) -> ApiResult<Response> {
     let page = page_of(q)?;
     let all = state.store.alert_rules(&caller.org_id).await?;
-    let total = all.len() as u64;
-    let items = all
-        .into_iter()
-        .skip(page.offset() as usize)
-        .take(page.limit() as usize)
-        .collect();
-    Ok(list(page, Paged { items, total }, AlertRuleView::from))
+    Ok(list(page, page_in_memory(page, all), AlertRuleView::from))
 }
 
 /// Create a rule; it applies to points of the data source (optionally one asset) whose tag is

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::envelope::{Data, List, created, list, no_content, ok};
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{ValidJson, ValidQuery};
-use crate::routes::page_of;
+use crate::routes::{page_in_memory, page_of};
 use crate::state::{AppState, Caller};
 
 /// Events a webhook may subscribe to.
@@ -150,13 +150,7 @@ pub async fn list_webhooks(
 ) -> ApiResult<Response> {
     let page = page_of(q)?;
     let all = state.store.webhooks(&caller.org_id).await?;
-    let total = all.len() as u64;
-    let items = all
-        .into_iter()
-        .skip(page.offset() as usize)
-        .take(page.limit() as usize)
-        .collect();
-    Ok(list(page, Paged { items, total }, |h| {
+    Ok(list(page, page_in_memory(page, all), |h| {
         WebhookView::of(h, false)
     }))
 }
