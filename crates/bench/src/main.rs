@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod alerts;
 mod connectors;
 mod sim;
 mod telemetry;
@@ -68,7 +69,7 @@ fn options() -> Result<Options> {
             "--no-sqlite" => o.no_sqlite = true,
             "--ingest-only" => o.ingest_only = true,
             "--plantd" => o.plantd = args.next().context("--plantd PATH")?.into(),
-            "api" | "telemetry" | "sim" | "connectors" => suite = Some(a),
+            "api" | "telemetry" | "sim" | "connectors" | "alerts" => suite = Some(a),
             "--points" => o.points = args.next().context("--points N")?.parse()?,
             other => bail!(
                 "unknown argument {other}; usage: plantd-bench api [--duration S] [--connections N] [--postgres-url URL | --no-postgres] [--no-sqlite] [--ingest-only] [--plantd PATH]"
@@ -77,7 +78,7 @@ fn options() -> Result<Options> {
     }
     let Some(suite) = suite else {
         bail!(
-            "usage: plantd-bench api|telemetry|sim|connectors [--duration S] [--connections N] [--points N] [--postgres-url URL | --no-postgres]"
+            "usage: plantd-bench api|telemetry|sim|connectors|alerts [--duration S] [--connections N] [--points N] [--postgres-url URL | --no-postgres]"
         );
     };
     o.suite = suite;
@@ -293,6 +294,9 @@ async fn main() -> Result<()> {
     }
     if o.suite == "connectors" {
         return connectors::run(&o).await;
+    }
+    if o.suite == "alerts" {
+        return alerts::run(&o).await;
     }
     let mut backends: Vec<(&str, Option<String>)> = vec![("SQLite", None)];
     if let Some(url) = &o.postgres_url {

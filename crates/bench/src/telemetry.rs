@@ -15,17 +15,17 @@ const DAY: i64 = 86_400_000;
 /// Keys per ingest connection (the endpoint limit is per key).
 const KEYS_PER_CONNECTION: usize = 16;
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-fn rfc3339(ms: i64) -> String {
+pub(crate) fn rfc3339(ms: i64) -> String {
     plantd_model::Timestamp::from_millis(ms).to_rfc3339()
 }
 
-fn body(asset: &str, first_ts: i64, step: i64, n: usize) -> Bytes {
+pub(crate) fn body(asset: &str, first_ts: i64, step: i64, n: usize) -> Bytes {
     let mut s = String::with_capacity(n * 100);
     s.push_str("{\"data\":[");
     for i in 0..n {
@@ -43,7 +43,7 @@ fn body(asset: &str, first_ts: i64, step: i64, n: usize) -> Bytes {
     Bytes::from(s)
 }
 
-fn create_keys(o: &Options, server: &Server, n: usize) -> Result<Vec<String>> {
+pub(crate) fn create_keys(o: &Options, server: &Server, n: usize) -> Result<Vec<String>> {
     (0..n)
         .map(|i| {
             let out = Command::new(&o.plantd)
@@ -65,7 +65,7 @@ fn create_keys(o: &Options, server: &Server, n: usize) -> Result<Vec<String>> {
         .collect()
 }
 
-async fn post(
+pub(crate) async fn post(
     sender: &mut hyper::client::conn::http1::SendRequest<Full<Bytes>>,
     addr: &str,
     key: &str,
