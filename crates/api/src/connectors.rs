@@ -9,7 +9,7 @@
 use plantd_connectors::{ConnectionState, Protocol, Sink};
 use plantd_model::Timestamp;
 use plantd_model::data_source::{DataSource, DataSourceStatus};
-use plantd_model::telemetry::{MAX_FUTURE_MS, Point, check_name};
+use plantd_model::telemetry::{Point, check_name, check_time};
 use plantd_store::{CONNECTORS_LEASE, ConnectorState};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -412,21 +412,12 @@ fn check(p: &Point, now: Timestamp, oldest: Timestamp) -> Result<(), String> {
             p.asset_id, p.tag_name
         ));
     }
-    if p.timestamp.millis() > now.millis() + MAX_FUTURE_MS {
-        return Err(format!(
-            "{}/{} is stamped more than 24 h ahead ({})",
+    check_time(p.timestamp, now, oldest).map_err(|e| {
+        format!(
+            "{}/{} stamped {}: {e}",
             p.asset_id,
             p.tag_name,
             p.timestamp.to_rfc3339()
-        ));
-    }
-    if p.timestamp < oldest {
-        return Err(format!(
-            "{}/{} is stamped before the raw retention ({})",
-            p.asset_id,
-            p.tag_name,
-            p.timestamp.to_rfc3339()
-        ));
-    }
-    Ok(())
+        )
+    })
 }

@@ -264,14 +264,20 @@ pub fn parse_batch(bytes: &[u8], now: Timestamp, oldest: Timestamp) -> Option<Pa
 /// Checks an ingested timestamp: RFC 3339, at most [`MAX_FUTURE_MS`] ahead of `now`, not older
 /// than `oldest` (the raw retention).
 pub fn check_timestamp(text: &str, now: Timestamp, oldest: Timestamp) -> Result<Timestamp, String> {
-    match Timestamp::parse(text) {
-        Ok(t) if t.millis() > now.millis() + MAX_FUTURE_MS => {
-            Err("must not be more than 24 hours in the future".to_string())
-        }
-        Ok(t) if t < oldest => Err(format!(
+    let t = Timestamp::parse(text)?;
+    check_time(t, now, oldest).map(|()| t)
+}
+
+/// Checks a point's time: at most [`MAX_FUTURE_MS`] ahead of `now`, not older than `oldest`.
+pub fn check_time(t: Timestamp, now: Timestamp, oldest: Timestamp) -> Result<(), String> {
+    if t.millis() > now.millis() + MAX_FUTURE_MS {
+        Err("must not be more than 24 hours in the future".to_string())
+    } else if t < oldest {
+        Err(format!(
             "is older than the raw data retention (oldest accepted: {oldest})"
-        )),
-        other => other,
+        ))
+    } else {
+        Ok(())
     }
 }
 

@@ -94,11 +94,45 @@ fn alert_from_row(row: &AnyRow) -> Result<Alert> {
     })
 }
 
+/// Binds a rule's fields in the order both the insert and the update list them (name ..
+/// auto_resolve).
+fn bind_rule_fields<'q>(
+    q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>,
+    f: &'q RuleFields,
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments> {
+    q.bind(&f.name)
+        .bind(f.severity.as_str())
+        .bind(&f.data_source_id)
+        .bind(f.asset_id.as_deref())
+        .bind(&f.condition.tag_name)
+        .bind(f.condition.operator.as_str())
+        .bind(f.condition.value)
+        .bind(f.condition.duration_seconds)
+        .bind(f.condition.max_gap_seconds)
+        .bind(serde_json::to_string(&f.notifications).unwrap_or_default())
+        .bind(i64::from(f.enabled))
+        .bind(i64::from(f.auto_resolve))
+}
+
 impl Store {
     pub async fn create_alert_rule(&self, org_id: &str, f: RuleFields) -> Result<AlertRule> {
-        let now = Timestamp::now();
-        let rule = AlertRule {
-            id: new_id(),
+        let (id, now) = (new_id(), Timestamp::now());
+        let mut tx = self.begin_write().await?;
+        let q = sqlx::query(
+            "INSERT INTO alert_rules (id, org_id, name, severity, data_source_id, asset_id, tag_name, operator, threshold, \
+             duration_seconds, max_gap_seconds, notifications, enabled, auto_resolve, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+        )
+        .bind(&id)
+        .bind(org_id);
+        bind_rule_fields(q, &f)
+            .bind(now.millis())
+            .bind(now.millis())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(AlertRule {
+            id,
             org_id: org_id.to_string(),
             name: f.name,
             severity: f.severity,
@@ -110,33 +144,7 @@ impl Store {
             auto_resolve: f.auto_resolve,
             created_at: now,
             updated_at: now,
-        };
-        let mut tx = self.begin_write().await?;
-        sqlx::query(
-            "INSERT INTO alert_rules (id, org_id, name, severity, data_source_id, asset_id, tag_name, operator, threshold, \
-             duration_seconds, max_gap_seconds, notifications, enabled, auto_resolve, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
-        )
-        .bind(&rule.id)
-        .bind(&rule.org_id)
-        .bind(&rule.name)
-        .bind(rule.severity.as_str())
-        .bind(&rule.data_source_id)
-        .bind(rule.asset_id.as_deref())
-        .bind(&rule.condition.tag_name)
-        .bind(rule.condition.operator.as_str())
-        .bind(rule.condition.value)
-        .bind(rule.condition.duration_seconds)
-        .bind(rule.condition.max_gap_seconds)
-        .bind(serde_json::to_string(&rule.notifications).unwrap_or_default())
-        .bind(i64::from(rule.enabled))
-        .bind(i64::from(rule.auto_resolve))
-        .bind(now.millis())
-        .bind(now.millis())
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(rule)
+        })
     }
 
     pub async fn alert_rule(&self, org_id: &str, id: &str) -> Result<AlertRule> {
@@ -167,28 +175,17 @@ impl Store {
         f: RuleFields,
     ) -> Result<AlertRule> {
         let mut tx = self.begin_write().await?;
-        let done = sqlx::query(
+        let q = sqlx::query(
             "UPDATE alert_rules SET name = $1, severity = $2, data_source_id = $3, asset_id = $4, tag_name = $5, \
              operator = $6, threshold = $7, duration_seconds = $8, max_gap_seconds = $9, notifications = $10, \
              enabled = $11, auto_resolve = $12, updated_at = $13 WHERE org_id = $14 AND id = $15",
-        )
-        .bind(&f.name)
-        .bind(f.severity.as_str())
-        .bind(&f.data_source_id)
-        .bind(f.asset_id.as_deref())
-        .bind(&f.condition.tag_name)
-        .bind(f.condition.operator.as_str())
-        .bind(f.condition.value)
-        .bind(f.condition.duration_seconds)
-        .bind(f.condition.max_gap_seconds)
-        .bind(serde_json::to_string(&f.notifications).unwrap_or_default())
-        .bind(i64::from(f.enabled))
-        .bind(i64::from(f.auto_resolve))
-        .bind(Timestamp::now().millis())
-        .bind(org_id)
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
+        );
+        let done = bind_rule_fields(q, &f)
+            .bind(Timestamp::now().millis())
+            .bind(org_id)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound);
         }
