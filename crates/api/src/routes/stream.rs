@@ -117,23 +117,23 @@ struct Filter {
 }
 
 impl Filter {
-    /// Whether an alert is about what this subscription follows.
-    fn covers(&self, a: &plantd_model::alert::Alert) -> bool {
-        self.asset_id.as_ref().is_none_or(|x| *x == a.asset_id)
-            && self.tag_name.as_ref().is_none_or(|x| *x == a.tag_name)
+    /// Whether something of `asset`/`tag` from `data_source` is what this subscription follows.
+    fn accepts(&self, asset: &str, tag: &str, data_source: Option<&str>) -> bool {
+        self.asset_id.as_deref().is_none_or(|a| a == asset)
+            && self.tag_name.as_deref().is_none_or(|t| t == tag)
             && self
                 .data_source_id
-                .as_ref()
-                .is_none_or(|x| *x == a.data_source_id)
+                .as_deref()
+                .is_none_or(|d| data_source == Some(d))
+    }
+
+    /// Whether an alert is about what this subscription follows.
+    fn covers(&self, a: &plantd_model::alert::Alert) -> bool {
+        self.accepts(&a.asset_id, &a.tag_name, Some(&a.data_source_id))
     }
 
     fn matches(&self, p: &Point) -> bool {
-        self.asset_id.as_ref().is_none_or(|a| *a == p.asset_id)
-            && self.tag_name.as_ref().is_none_or(|t| *t == p.tag_name)
-            && self
-                .data_source_id
-                .as_ref()
-                .is_none_or(|d| p.data_source_id.as_ref() == Some(d))
+        self.accepts(&p.asset_id, &p.tag_name, p.data_source_id.as_deref())
     }
 }
 
