@@ -13,6 +13,8 @@
 //! - after an alert is resolved by hand while the condition still holds, the rule fires again
 //!   only after the condition has been broken once (no immediate re-alert).
 
+pub mod channels;
+
 use plantd_model::alert::Operator;
 use std::collections::HashMap;
 

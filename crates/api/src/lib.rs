@@ -4,6 +4,7 @@
 
 pub mod alert_engine;
 pub mod connectors;
+pub mod deliveries;
 pub mod envelope;
 pub mod error;
 pub mod events;
@@ -46,7 +47,7 @@ pub async fn serve(
         state.clone(),
         workers_stopped.clone(),
     ));
-    let webhooks = tokio::spawn(webhooks::run(state.clone(), workers_stopped));
+    let deliveries = tokio::spawn(deliveries::run(state.clone(), workers_stopped));
     let result = axum::serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),
@@ -57,7 +58,7 @@ pub async fn serve(
     let _ = flusher.await;
     let _ = retention.await;
     let _ = connectors.await;
-    let _ = webhooks.await;
+    let _ = deliveries.await;
     if let Err(e) = state.usage.flush(&state.store).await {
         tracing::error!(error = %e, "could not write the last usage counts");
     }

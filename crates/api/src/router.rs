@@ -12,7 +12,8 @@ use utoipa_axum::routes;
 use crate::error::ApiError;
 use crate::pipeline::{anonymous_admit, pipeline, set_rate_headers};
 use crate::routes::{
-    alerts, api_keys, audit, data_sources, orgs, stream, system, telemetry, users, webhooks,
+    alerts, api_keys, audit, data_sources, notifications, orgs, stream, system, telemetry, users,
+    webhooks,
 };
 use crate::state::AppState;
 
@@ -53,6 +54,11 @@ fn v1_routes() -> OpenApiRouter<AppState> {
             webhooks::delete_webhook
         ))
         .routes(routes!(webhooks::list_deliveries))
+        .routes(routes!(
+            notifications::get_settings,
+            notifications::update_settings
+        ))
+        .routes(routes!(notifications::list_notifications))
         .merge(
             OpenApiRouter::new()
                 .routes(routes!(telemetry::ingest, telemetry::query))

@@ -28,6 +28,9 @@ pub struct ApiConfig {
     pub retention_interval: Duration,
     /// Where OPC UA connectors keep their key pair and the servers' certificates.
     pub connectors_pki_dir: std::path::PathBuf,
+    /// The SMTP relay for alert emails (`[smtp]`); without it email notifications fail with a
+    /// message saying so.
+    pub smtp: Option<plantd_alerts::channels::SmtpConfig>,
 }
 
 impl Default for ApiConfig {
@@ -40,6 +43,7 @@ impl Default for ApiConfig {
             retention: plantd_tsdb::Retention::default(),
             retention_interval: Duration::from_secs(3600),
             connectors_pki_dir: std::env::temp_dir().join("plantd-pki-connectors"),
+            smtp: None,
         }
     }
 }

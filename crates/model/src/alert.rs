@@ -135,7 +135,7 @@ pub struct AlertRule {
 }
 
 /// An alert as stored and returned.
-#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Alert {
     pub id: String,
     #[serde(skip)]

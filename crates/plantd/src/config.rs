@@ -22,6 +22,8 @@ pub struct FileConfig {
     /// Requests per minute per client address without valid credentials.
     pub anonymous_requests_per_minute: Option<u64>,
     pub telemetry: Option<TelemetryConfig>,
+    /// The SMTP relay of alert emails.
+    pub smtp: Option<plantd_alerts::channels::SmtpConfig>,
 }
 
 /// `[telemetry]`: retention per level and how often it is enforced.
@@ -111,6 +113,19 @@ impl ServeConfig {
             Some(s) => Duration::from_secs(s),
             None => defaults.retention_interval,
         };
+        let smtp = match file.smtp {
+            Some(mut smtp) => {
+                if let Ok(password) = std::env::var("PLANTD_SMTP_PASSWORD")
+                    && !password.is_empty()
+                {
+                    smtp.password = Some(password);
+                }
+                smtp.check()
+                    .map_err(|e| anyhow::anyhow!("[smtp] in the configuration: {e}"))?;
+                Some(smtp)
+            }
+            None => None,
+        };
         let api = plantd_api::ApiConfig {
             limits: file.limits.unwrap_or_default(),
             anonymous_per_minute: file
@@ -121,6 +136,7 @@ impl ServeConfig {
             retention,
             retention_interval,
             connectors_pki_dir: storage.data_dir.join("pki-connectors"),
+            smtp,
         };
         Ok(Self {
             listen,
@@ -159,6 +175,21 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("raw_days < minute_days"), "{e}");
+        let smtp: FileConfig =
+            toml::from_str("[smtp]\nhost = \"smtp.example.com\"\nfrom = \"alerts\"\n").unwrap();
+        let e = ServeConfig::resolve(smtp, None, storage.clone())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("[smtp]") && e.contains("smtp.from"), "{e}");
+        let smtp: FileConfig = toml::from_str(
+            "[smtp]\nhost = \"smtp.example.com\"\ntls = \"tls\"\nfrom = \"Plant <alerts@example.com>\"\n",
+        )
+        .unwrap();
+        let cfg = ServeConfig::resolve(smtp, None, storage.clone()).unwrap();
+        assert_eq!(
+            cfg.api.smtp.unwrap().tls,
+            plantd_alerts::channels::SmtpTls::Tls
+        );
         let typo = StorageConfig::resolve(
             &FileConfig::default(),
             Some(dir.clone()),

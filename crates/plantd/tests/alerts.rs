@@ -487,3 +487,304 @@ async fn wait_deliveries(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+async fn wait_notifications(
+    app: &TestApp,
+    query: &str,
+    done: impl Fn(&[Value]) -> bool,
+) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let log = app
+            .get(&format!("/notifications?{query}"), &app.admin_key)
+            .await
+            .expect(200)
+            .json["data"]
+            .as_array()
+            .unwrap()
+            .clone();
+        if done(&log) {
+            return log;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "notifications: {log:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The SMTP server's messages so far (one JSON object per line of its output file).
+fn received_mail(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Email through a real SMTP server (python aiosmtpd requiring STARTTLS with a certificate of
+/// this run's own CA, and AUTH; its first answer is a transient 451) and Slack posts to a local
+/// HTTP server (first answer 500): both retried and delivered, with what they say checked;
+/// channels without settings are logged as failed with the reason; acknowledging tells nobody;
+/// a Slack URL that is gone (404) fails at once. Needs `PLANTD_TEST_PYTHON_SMTP` (a python3
+/// with aiosmtpd, set by `.ci/run`) and openssl; skipped where absent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn email_and_slack_notifications_are_sent_retried_and_logged() {
+    let Ok(python) = std::env::var("PLANTD_TEST_PYTHON_SMTP") else {
+        assert!(
+            std::env::var("CI").is_err(),
+            "CI must set PLANTD_TEST_PYTHON_SMTP"
+        );
+        eprintln!("skipped: set PLANTD_TEST_PYTHON_SMTP to a python3 with aiosmtpd installed");
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!(
+        "plantd-smtp-{}-{}",
+        std::process::id(),
+        Timestamp::now().millis()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    plantd_test_support::private_ca(&dir);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = dir.join("mail.jsonl");
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/interop/smtp_sink.py");
+    let mut sink = std::process::Command::new(python)
+        .arg(script)
+        .arg(port.to_string())
+        .arg(dir.join("cert.pem"))
+        .arg(dir.join("key.pem"))
+        .args(["plantd", "s3cret-relay"])
+        .arg(&out)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::BufRead;
+        let mut line = String::new();
+        std::io::BufReader::new(sink.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "ready", "the SMTP server did not start");
+    }
+    let smtp = plantd_alerts::channels::SmtpConfig {
+        host: "localhost".into(),
+        port: Some(port),
+        tls: plantd_alerts::channels::SmtpTls::Starttls,
+        username: Some("plantd".into()),
+        password: Some("s3cret-relay".into()),
+        from: "Plant alerts <alerts@plant.example>".into(),
+        ca_file: Some(dir.join("ca.pem")),
+        timeout_secs: Some(10),
+    };
+    let app = plantd_test_support::spawn_app_with(plantd_api::ApiConfig {
+        smtp: Some(smtp),
+        ..Default::default()
+    })
+    .await;
+    let k = app.admin_key.as_str();
+    let settings = app
+        .get("/organizations/current/notifications", k)
+        .await
+        .expect(200);
+    assert_eq!(
+        settings.json["data"],
+        json!({"email_recipients": [], "slack_webhook_url": null, "email_configured": true, "updated_at": null})
+    );
+    for (body, field) in [
+        (json!({"email_recipients": ["nope"]}), "email_recipients[0]"),
+        (
+            json!({"email_recipients": ["a@b.example", "A@b.example"]}),
+            "email_recipients[1]",
+        ),
+        (json!({"slack_webhook_url": "ftp://x"}), "slack_webhook_url"),
+    ] {
+        let r = app
+            .put("/organizations/current/notifications", k, body)
+            .await
+            .expect(400);
+        assert_eq!(r.json["error"]["details"][0]["field"], field, "{}", r.text);
+    }
+    let reader = app.key(&[plantd_model::Scope::ReadAlerts]).await;
+    app.get("/organizations/current/notifications", &reader)
+        .await
+        .expect(403);
+    app.get("/notifications", &reader).await.expect(200);
+    app.get("/notifications?channel=sms", k).await.expect(400);
+
+    // Nothing set yet: the alert's notifications fail at once, saying why.
+    let ds = source(&app).await;
+    rule(
+        &app,
+        json!({"name": "Vibration high", "severity": "critical", "data_source_id": ds,
+               "notifications": ["email", "slack"],
+               "condition": {"tag_name": "Vibration_X", "operator": "gt", "value": 7.0, "duration_seconds": 0}}),
+    )
+    .await;
+    let t0 = t0();
+    ingest(&app, &ds, t0, &[(0, 9.0)]).await;
+    let log = wait_notifications(&app, "", |l| l.len() == 2).await;
+    for n in &log {
+        assert_eq!(n["status"], "failed", "{n}");
+        assert_eq!(n["attempts"], 0);
+        assert_eq!(n["event"], "alert.triggered");
+    }
+    let email = log.iter().find(|n| n["channel"] == "email").unwrap();
+    assert!(
+        email["last_error"]
+            .as_str()
+            .unwrap()
+            .starts_with("no email recipients"),
+        "{email}"
+    );
+    let slack = log.iter().find(|n| n["channel"] == "slack").unwrap();
+    assert!(
+        slack["last_error"]
+            .as_str()
+            .unwrap()
+            .starts_with("no Slack webhook URL"),
+        "{slack}"
+    );
+
+    // Settings made: the resolution goes out by both channels, each on its second attempt.
+    let (slack_url, slack_got) = receiver().await;
+    let r = app
+        .put(
+            "/organizations/current/notifications",
+            k,
+            json!({"email_recipients": ["ops@plant.example", " Maint@Plant.example"], "slack_webhook_url": slack_url}),
+        )
+        .await
+        .expect(200);
+    assert_eq!(
+        r.json["data"]["email_recipients"],
+        json!(["ops@plant.example", "maint@plant.example"])
+    );
+    let alert_id = alerts(&app, "").await[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    app.post(&format!("/alerts/{alert_id}/resolve"), k, json!({}))
+        .await
+        .expect(200);
+    let log = wait_notifications(&app, "status=delivered", |l| l.len() == 2).await;
+    for n in &log {
+        assert_eq!(n["event"], "alert.resolved", "{n}");
+        assert_eq!(n["attempts"], 2, "{n}");
+        assert_eq!(n["alert_id"], alert_id.as_str());
+    }
+    let email = log.iter().find(|n| n["channel"] == "email").unwrap();
+    assert_eq!(email["target"], "ops@plant.example, maint@plant.example");
+    assert_eq!(
+        email["subject"],
+        "[plantd] Resolved: Vibration high on Pump_01"
+    );
+    let slack = log.iter().find(|n| n["channel"] == "slack").unwrap();
+    assert!(
+        !slack["target"].as_str().unwrap().contains("/hook"),
+        "the Slack URL's path is not shown: {slack}"
+    );
+    let mail = received_mail(&out);
+    assert_eq!(mail.len(), 1, "{mail:?}");
+    assert_eq!(mail[0]["mail_from"], "alerts@plant.example");
+    assert_eq!(
+        mail[0]["rcpt_tos"],
+        json!(["ops@plant.example", "maint@plant.example"])
+    );
+    assert_eq!(mail[0]["tls"], true, "STARTTLS was used");
+    assert_eq!(mail[0]["authenticated"], true);
+    let data = mail[0]["data"].as_str().unwrap();
+    assert!(
+        data.contains("Subject: [plantd] Resolved: Vibration high on Pump_01"),
+        "{data}"
+    );
+    assert!(data.contains("Condition:   Vibration_X gt 7"), "{data}");
+    assert!(data.contains("Value:       9 at "), "{data}");
+    {
+        let got = slack_got.lock().unwrap();
+        assert_eq!(got.len(), 2, "a 500, then the delivery");
+        let body: Value = serde_json::from_str(&got[1].1).unwrap();
+        let text = body["text"].as_str().unwrap();
+        assert!(
+            text.starts_with(":white_check_mark: *CRITICAL* resolved: *Vibration high*"),
+            "{text}"
+        );
+    }
+
+    // The condition breaks and holds again: a new alert, told at the first attempt.
+    ingest(&app, &ds, t0, &[(10, 1.0), (20, 9.5)]).await;
+    let log = wait_notifications(&app, "status=delivered&channel=email", |l| l.len() == 2).await;
+    assert_eq!(log[0]["event"], "alert.triggered");
+    assert_eq!(log[0]["attempts"], 1);
+    assert_eq!(
+        log[0]["subject"],
+        "[plantd] CRITICAL alert triggered: Vibration high on Pump_01"
+    );
+    wait_notifications(&app, "status=delivered&channel=slack", |l| l.len() == 2).await;
+    let mail = received_mail(&out);
+    assert_eq!(mail.len(), 2);
+    assert!(
+        mail[1]["data"]
+            .as_str()
+            .unwrap()
+            .contains("Value:       9.5 at "),
+        "{}",
+        mail[1]
+    );
+
+    // Acknowledging tells nobody; a Slack URL that is gone fails without retries.
+    let alert_id = alerts(&app, "status=active").await[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    app.post(
+        &format!("/alerts/{alert_id}/acknowledge"),
+        k,
+        json!({"note": "on it"}),
+    )
+    .await
+    .expect(200);
+    app.put(
+        "/organizations/current/notifications",
+        k,
+        json!({"slack_webhook_url": slack_url.replace("/hook", "/gone")}),
+    )
+    .await
+    .expect(200);
+    app.post(&format!("/alerts/{alert_id}/resolve"), k, json!({}))
+        .await
+        .expect(200);
+    let gone = wait_notifications(&app, "channel=slack&status=failed", |l| l.len() == 2).await;
+    assert_eq!(gone[0]["attempts"], 1, "{gone:?}");
+    assert!(
+        gone[0]["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("Slack answered 404"),
+        "{gone:?}"
+    );
+    let all = wait_notifications(&app, &format!("alert_id={alert_id}&channel=email"), |l| {
+        l.len() == 2 && l.iter().all(|n| n["status"] == "delivered")
+    })
+    .await;
+    assert!(
+        all.iter().all(|n| n["event"] != "alert.acknowledged"),
+        "{all:?}"
+    );
+    let mail = received_mail(&out);
+    assert_eq!(mail.len(), 3);
+    assert!(
+        mail[2]["data"]
+            .as_str()
+            .unwrap()
+            .contains("Note:        on it")
+    );
+    let _ = sink.kill();
+    let _ = sink.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -984,67 +984,7 @@ async fn mqtt_over_tls_with_a_private_certificate_authority() {
     let dir = std::env::temp_dir().join(format!("plantd-mqtt-tls-{}", uuid_like()));
     std::fs::create_dir_all(&dir).unwrap();
     // A certificate authority of this run, and the broker's certificate signed by it.
-    let openssl = |args: &[&str]| {
-        let out = std::process::Command::new("openssl")
-            .args(args)
-            .current_dir(&dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    openssl(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-days",
-        "1",
-        "-subj",
-        "/CN=plantd test CA",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-    ]);
-    openssl(&[
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-subj",
-        "/CN=localhost",
-        "-keyout",
-        "key.pem",
-        "-out",
-        "server.csr",
-    ]);
-    std::fs::write(
-        dir.join("server.ext"),
-        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
-    )
-    .unwrap();
-    openssl(&[
-        "x509",
-        "-req",
-        "-in",
-        "server.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-days",
-        "1",
-        "-extfile",
-        "server.ext",
-        "-out",
-        "cert.pem",
-    ]);
+    plantd_test_support::private_ca(&dir);
     // Mosquitto started as root reads its files as the mosquitto user.
     {
         use std::os::unix::fs::PermissionsExt;

@@ -32,6 +32,37 @@ pub struct AlertFilter {
     pub end: Option<Timestamp>,
 }
 
+/// Reads an alert inside the transaction that changed it and records the change in the outbox
+/// of alert events (`alert_events`), so that webhooks and notifications learn of every change
+/// that is committed, and of no change that is not.
+async fn record_event(
+    conn: &mut sqlx::AnyConnection,
+    org_id: &str,
+    alert_id: &str,
+    event: &str,
+) -> Result<Alert> {
+    let row = sqlx::query("SELECT * FROM alerts WHERE org_id = $1 AND id = $2")
+        .bind(org_id)
+        .bind(alert_id)
+        .fetch_one(&mut *conn)
+        .await?;
+    let alert = alert_from_row(&row)?;
+    sqlx::query(
+        "INSERT INTO alert_events (id, org_id, alert_id, rule_id, event, payload, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(new_id())
+    .bind(org_id)
+    .bind(alert_id)
+    .bind(&alert.rule_id)
+    .bind(event)
+    .bind(serde_json::to_string(&alert).map_err(|e| StoreError::Corrupt(e.to_string()))?)
+    .bind(Timestamp::now().millis())
+    .execute(&mut *conn)
+    .await?;
+    Ok(alert)
+}
+
 fn corrupt(what: &str, value: &str) -> StoreError {
     StoreError::Corrupt(format!("{what} {value}"))
 }
@@ -223,11 +254,11 @@ impl Store {
         .bind(id)
         .execute(&mut *tx)
         .await?;
-        tx.commit().await?;
         let mut resolved = Vec::with_capacity(open.len());
         for a in open {
-            resolved.push(self.alert(org_id, &a).await?);
+            resolved.push(record_event(&mut tx, org_id, &a, "alert.resolved").await?);
         }
+        tx.commit().await?;
         Ok(resolved)
     }
 
@@ -253,11 +284,12 @@ impl Store {
         .bind(alert.triggered_at.millis())
         .execute(&mut *tx)
         .await?;
-        tx.commit().await?;
         if inserted.rows_affected() == 0 {
             return Ok(None);
         }
-        self.alert(&alert.org_id, &alert.id).await.map(Some)
+        let opened = record_event(&mut tx, &alert.org_id, &alert.id, "alert.triggered").await?;
+        tx.commit().await?;
+        Ok(Some(opened))
     }
 
     pub async fn alert(&self, org_id: &str, id: &str) -> Result<Alert> {
@@ -371,9 +403,20 @@ impl Store {
             .await?,
             AlertStatus::Active => return Err(StoreError::Corrupt("no way back to active".into())),
         };
+        if done.rows_affected() == 0 {
+            drop(tx);
+            // Not moved: it is in another state, or not there (NotFound).
+            self.alert(org_id, id).await?;
+            return Ok(None);
+        }
+        let event = if to == AlertStatus::Acknowledged {
+            "alert.acknowledged"
+        } else {
+            "alert.resolved"
+        };
+        let alert = record_event(&mut tx, org_id, id, event).await?;
         tx.commit().await?;
-        let alert = self.alert(org_id, id).await?;
-        Ok((done.rows_affected() > 0).then_some(alert))
+        Ok(Some(alert))
     }
 
     /// Resolves the open alert of a rule and asset (the condition cleared).
@@ -402,7 +445,8 @@ impl Store {
         .bind(&id)
         .execute(&mut *tx)
         .await?;
+        let alert = record_event(&mut tx, &org_id, &id, "alert.resolved").await?;
         tx.commit().await?;
-        self.alert(&org_id, &id).await.map(Some)
+        Ok(Some(alert))
     }
 }

@@ -9,6 +9,7 @@ mod data_source_cache;
 mod data_sources;
 mod lease;
 mod migrate;
+mod notifications;
 mod notify;
 mod orgs;
 mod webhooks;
@@ -18,6 +19,9 @@ pub use api_keys::NewApiKey;
 pub use audit::{AuditFilter, AuditSummary, NewAuditRecord, insert_audit_rows};
 pub use data_sources::{ConnectorState, DataSourceUpdate, NewDataSource};
 pub use lease::{CONNECTORS_LEASE, Lease};
+pub use notifications::{
+    AlertEvent, NewNotification, Notification, NotificationFilter, NotificationSettings,
+};
 pub use notify::NotifyTarget;
 pub use orgs::NewUser;
 pub use webhooks::{AttemptOutcome, Delivery, Webhook};

@@ -36,6 +36,11 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0005_webhooks.sql"),
         postgres: include_str!("../migrations/postgres/0005_webhooks.sql"),
     },
+    Migration {
+        version: 6,
+        sqlite: include_str!("../migrations/sqlite/0006_notifications.sql"),
+        postgres: include_str!("../migrations/postgres/0006_notifications.sql"),
+    },
 ];
 
 pub(crate) async fn run(store: &Store) -> Result<()> {

@@ -1,6 +1,6 @@
-//! Webhook subscriptions and their delivery log. Deliveries are rows: queued when an event
-//! happens, claimed by one sender at a time (an optimistic update of `next_attempt_at`), and
-//! kept with their attempts and last answer.
+//! Webhook subscriptions and their delivery log. Deliveries are rows: queued when an alert
+//! event is dispatched (`notifications.rs`), claimed by one sender at a time (an optimistic
+//! update of `next_attempt_at`), and kept with their attempts and last answer.
 
 use plantd_model::{Timestamp, new_id};
 use sqlx::Row;
@@ -182,44 +182,6 @@ impl Store {
         Ok(())
     }
 
-    /// Queues a delivery of `payload` to every webhook of `org_id` subscribed to `event`.
-    pub async fn queue_deliveries(
-        &self,
-        org_id: &str,
-        event: &str,
-        payload: impl Fn(&str) -> String,
-    ) -> Result<usize> {
-        let hooks: Vec<Webhook> = self
-            .webhooks(org_id)
-            .await?
-            .into_iter()
-            .filter(|h| h.events.iter().any(|e| e == event))
-            .collect();
-        if hooks.is_empty() {
-            return Ok(0);
-        }
-        let now = Timestamp::now().millis();
-        let mut tx = self.begin_write().await?;
-        for h in &hooks {
-            let id = new_id();
-            sqlx::query(
-                "INSERT INTO webhook_deliveries (id, org_id, webhook_id, event, payload, status, attempts, next_attempt_at, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, 'pending', 0, $6, $7)",
-            )
-            .bind(&id)
-            .bind(org_id)
-            .bind(&h.id)
-            .bind(event)
-            .bind(payload(&id))
-            .bind(now)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await?;
-        Ok(hooks.len())
-    }
-
     /// Pending deliveries due by `now`, each claimed for `lease_ms` (so that no other sender
     /// takes it meanwhile), with the webhook's URL and secret.
     pub async fn claim_due_deliveries(
@@ -228,30 +190,13 @@ impl Store {
         lease_ms: i64,
         limit: i64,
     ) -> Result<Vec<(Delivery, Webhook)>> {
-        let rows = sqlx::query(
-            "SELECT * FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= $1 \
-             ORDER BY next_attempt_at LIMIT $2",
-        )
-        .bind(now.millis())
-        .bind(limit)
-        .fetch_all(self.pool())
-        .await?;
         let mut claimed = Vec::new();
-        for row in &rows {
-            let d = delivery_from_row(row)?;
-            let mut tx = self.begin_write().await?;
-            let won = sqlx::query(
-                "UPDATE webhook_deliveries SET next_attempt_at = $1 WHERE id = $2 AND next_attempt_at = $3 AND status = 'pending'",
-            )
-            .bind(now.millis() + lease_ms)
-            .bind(&d.id)
-            .bind(d.next_attempt_at.millis())
-            .execute(&mut *tx)
-            .await?;
-            tx.commit().await?;
-            if won.rows_affected() == 1
-                && let Ok(h) = self.webhook(&d.org_id, &d.webhook_id).await
-            {
+        for row in self
+            .claim_due("webhook_deliveries", now, lease_ms, limit)
+            .await?
+        {
+            let d = delivery_from_row(&row)?;
+            if let Ok(h) = self.webhook(&d.org_id, &d.webhook_id).await {
                 claimed.push((d, h));
             }
         }

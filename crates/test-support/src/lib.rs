@@ -3,8 +3,10 @@
 //! `PLANTD_TEST_DATABASE_URL`) and talks HTTP to it.
 
 mod process;
+mod tls;
 
 pub use process::ServerProcess;
+pub use tls::private_ca;
 
 use plantd_api::{ApiConfig, operator};
 use plantd_model::{Scope, Tier};

@@ -4,6 +4,7 @@ pub mod alerts;
 pub mod api_keys;
 pub mod audit;
 pub mod data_sources;
+pub mod notifications;
 pub mod orgs;
 pub mod stream;
 pub mod system;

@@ -1,0 +1,405 @@
+//! Notification channels: email through an SMTP relay and Slack through an incoming webhook.
+//! What a message says is decided here ([`email_message`], [`slack_message`]); queueing,
+//! retries and the delivery log belong to the caller.
+
+use lettre::message::{Mailbox, header::ContentType};
+use lettre::transport::smtp::authentication::Credentials;
+use lettre::transport::smtp::client::{Certificate, Tls, TlsParameters};
+use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor};
+use plantd_model::alert::{Alert, AlertStatus};
+use serde::Deserialize;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// How the SMTP connection is secured.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SmtpTls {
+    /// Plain connection upgraded with STARTTLS, which the relay must offer (port 587).
+    #[default]
+    Starttls,
+    /// TLS from the first byte (SMTPS, port 465).
+    Tls,
+    /// No encryption (a relay on the same host or a trusted network; port 25).
+    None,
+}
+
+/// `[smtp]` of the configuration: the relay that sends alert emails.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SmtpConfig {
+    pub host: String,
+    /// Default 587 (starttls), 465 (tls) or 25 (none).
+    pub port: Option<u16>,
+    #[serde(default)]
+    pub tls: SmtpTls,
+    pub username: Option<String>,
+    /// Also `PLANTD_SMTP_PASSWORD`, which wins over the file.
+    pub password: Option<String>,
+    /// The sender, `alerts@example.com` or `Plant alerts <alerts@example.com>`.
+    pub from: String,
+    /// PEM certificate(s) of a private certificate authority that signed the relay's
+    /// certificate, trusted beside the system's.
+    pub ca_file: Option<PathBuf>,
+    /// Per connection and command; default 30.
+    pub timeout_secs: Option<u64>,
+}
+
+/// Why a message was not sent; `permanent` failures are not worth retrying.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SendError {
+    pub message: String,
+    pub permanent: bool,
+}
+
+impl SendError {
+    fn retry(message: String) -> Self {
+        Self {
+            message,
+            permanent: false,
+        }
+    }
+}
+
+/// An SMTP relay, ready to send (connections are pooled).
+pub struct Mailer {
+    transport: AsyncSmtpTransport<Tokio1Executor>,
+    from: Mailbox,
+    relay: String,
+}
+
+impl std::fmt::Debug for Mailer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Mailer({} from {})", self.relay, self.from)
+    }
+}
+
+impl SmtpConfig {
+    /// Whether the settings can be used (addresses, certificate file, credentials); no
+    /// connection is made.
+    pub fn check(&self) -> Result<(), String> {
+        self.transport().map(drop)
+    }
+
+    fn transport(
+        &self,
+    ) -> Result<
+        (
+            lettre::transport::smtp::AsyncSmtpTransportBuilder,
+            Mailbox,
+            String,
+        ),
+        String,
+    > {
+        let c = self;
+        if c.host.trim().is_empty() {
+            return Err("smtp.host must not be empty".into());
+        }
+        let from = Mailbox::from_str(&c.from)
+            .map_err(|e| format!("smtp.from {:?} is not an email address: {e}", c.from))?;
+        let port = c.port.unwrap_or(match c.tls {
+            SmtpTls::Starttls => 587,
+            SmtpTls::Tls => 465,
+            SmtpTls::None => 25,
+        });
+        let mut builder =
+            AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(c.host.clone()).port(port);
+        if c.tls != SmtpTls::None {
+            let mut params = TlsParameters::builder(c.host.clone());
+            if let Some(path) = &c.ca_file {
+                let pem = std::fs::read(path)
+                    .map_err(|e| format!("smtp.ca_file {}: {e}", path.display()))?;
+                let cert = Certificate::from_pem(&pem).map_err(|e| {
+                    format!(
+                        "smtp.ca_file {}: not a PEM certificate: {e}",
+                        path.display()
+                    )
+                })?;
+                params = params.add_root_certificate(cert);
+            }
+            let params = params
+                .build()
+                .map_err(|e| format!("smtp TLS settings: {e}"))?;
+            builder = builder.tls(if c.tls == SmtpTls::Tls {
+                Tls::Wrapper(params)
+            } else {
+                Tls::Required(params)
+            });
+        }
+        match (&c.username, &c.password) {
+            (Some(user), Some(password)) => {
+                builder = builder.credentials(Credentials::new(user.clone(), password.clone()));
+            }
+            (Some(_), None) => {
+                return Err(
+                    "smtp.username is set but no password (smtp.password or PLANTD_SMTP_PASSWORD)"
+                        .into(),
+                );
+            }
+            (None, Some(_)) => return Err("smtp.password is set but no smtp.username".into()),
+            (None, None) => {}
+        }
+        let timeout = Duration::from_secs(c.timeout_secs.unwrap_or(30).max(1));
+        Ok((
+            builder.timeout(Some(timeout)),
+            from,
+            format!("{}:{port}", c.host),
+        ))
+    }
+}
+
+impl Mailer {
+    /// Checks the configuration and prepares the transport (no connection is made yet).
+    pub fn new(c: &SmtpConfig) -> Result<Self, String> {
+        let (builder, from, relay) = c.transport()?;
+        Ok(Self {
+            transport: builder.build(),
+            from,
+            relay,
+        })
+    }
+
+    /// Sends one plain-text message to every recipient.
+    pub async fn send(&self, to: &[String], subject: &str, body: &str) -> Result<(), SendError> {
+        let mut message = lettre::Message::builder()
+            .from(self.from.clone())
+            .subject(subject)
+            .header(ContentType::TEXT_PLAIN);
+        for r in to {
+            let mailbox = Mailbox::from_str(r).map_err(|e| SendError {
+                message: format!("recipient {r:?} is not an email address: {e}"),
+                permanent: true,
+            })?;
+            message = message.to(mailbox);
+        }
+        let message = message.body(body.to_string()).map_err(|e| SendError {
+            message: format!("cannot build the message: {e}"),
+            permanent: true,
+        })?;
+        self.transport.send(message).await.map(drop).map_err(|e| {
+            let permanent = e.is_permanent();
+            let reason = if e.is_timeout() {
+                "no answer in time".to_string()
+            } else {
+                // The error's chain holds the cause (refused, TLS, the server's reply).
+                let mut text = e.to_string();
+                let mut source = std::error::Error::source(&e);
+                while let Some(s) = source {
+                    text = format!("{text}: {s}");
+                    source = s.source();
+                }
+                text
+            };
+            SendError {
+                message: format!("SMTP relay {}: {reason}", self.relay),
+                permanent,
+            }
+        })
+    }
+}
+
+/// Whether `text` is an address an SMTP relay can be given (`name@example.com`, no display
+/// name).
+pub fn check_recipient(text: &str) -> Result<(), String> {
+    lettre::Address::from_str(text)
+        .map(drop)
+        .map_err(|e| format!("is not an email address ({e})"))
+}
+
+fn event_word(event: &str) -> &'static str {
+    match event {
+        "alert.triggered" => "triggered",
+        "alert.acknowledged" => "acknowledged",
+        _ => "resolved",
+    }
+}
+
+fn condition(a: &Alert) -> String {
+    format!("{} {} {}", a.tag_name, a.operator.as_str(), a.threshold)
+}
+
+/// The subject and plain-text body of the email for an alert event.
+pub fn email_message(event: &str, a: &Alert) -> (String, String) {
+    let severity = a.severity.as_str().to_uppercase();
+    let subject = if a.status == AlertStatus::Resolved {
+        format!("[plantd] Resolved: {} on {}", a.rule_name, a.asset_id)
+    } else {
+        format!(
+            "[plantd] {severity} alert {}: {} on {}",
+            event_word(event),
+            a.rule_name,
+            a.asset_id
+        )
+    };
+    let mut body = format!(
+        "Alert {} {}.\n\n\
+         Rule:        {} ({})\n\
+         Asset:       {}\n\
+         Condition:   {}\n\
+         Value:       {} at {}\n\
+         Status:      {}\n",
+        a.rule_name,
+        event_word(event),
+        a.rule_name,
+        a.severity.as_str(),
+        a.asset_id,
+        condition(a),
+        a.value,
+        a.triggered_at,
+        a.status.as_str(),
+    );
+    if let (Some(at), Some(by)) = (a.acknowledged_at, &a.acknowledged_by) {
+        body.push_str(&format!("Acknowledged: {at} by {by}\n"));
+    }
+    if let Some(note) = &a.note {
+        body.push_str(&format!("Note:        {note}\n"));
+    }
+    if let (Some(at), Some(by)) = (a.resolved_at, &a.resolved_by) {
+        let by = match by.as_str() {
+            "auto" => "the condition cleared",
+            "rule_deleted" => "the rule was deleted",
+            user => user,
+        };
+        body.push_str(&format!("Resolved:    {at} ({by})\n"));
+    }
+    body.push_str(&format!(
+        "Data source: {}\nAlert id:    {}\nRule id:     {}\n",
+        a.data_source_id, a.id, a.rule_id
+    ));
+    (subject, body)
+}
+
+/// The JSON body posted to a Slack incoming webhook for an alert event.
+pub fn slack_message(event: &str, a: &Alert) -> serde_json::Value {
+    let icon = match (a.status, a.severity.as_str()) {
+        (AlertStatus::Resolved, _) => ":white_check_mark:",
+        (_, "critical") => ":red_circle:",
+        (_, "warning") => ":warning:",
+        _ => ":information_source:",
+    };
+    let text = format!(
+        "{icon} *{}* {}: *{}* on `{}`: {} = {} (condition {}) at {}",
+        a.severity.as_str().to_uppercase(),
+        event_word(event),
+        a.rule_name,
+        a.asset_id,
+        a.tag_name,
+        a.value,
+        condition(a),
+        a.triggered_at,
+    );
+    serde_json::json!({ "text": text })
+}
+
+/// Posts `body` to a Slack incoming webhook; any 2xx is success. A 4xx other than 408/429
+/// (the URL is wrong, revoked or the channel gone) is permanent.
+pub async fn post_slack(client: &reqwest::Client, url: &str, body: &str) -> Result<(), SendError> {
+    let reply = client
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .map_err(|e| {
+            SendError::retry(if e.is_timeout() {
+                "Slack did not answer in time".to_string()
+            } else {
+                format!("could not post to Slack: {e}")
+            })
+        })?;
+    let status = reply.status();
+    if status.is_success() {
+        return Ok(());
+    }
+    let text: String = reply
+        .text()
+        .await
+        .unwrap_or_default()
+        .chars()
+        .take(200)
+        .collect();
+    Err(SendError {
+        message: format!("Slack answered {status}: {}", text.trim()),
+        permanent: status.is_client_error() && status.as_u16() != 408 && status.as_u16() != 429,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use plantd_model::Timestamp;
+    use plantd_model::alert::{Operator, Severity};
+
+    fn alert() -> Alert {
+        Alert {
+            id: "a1".into(),
+            org_id: "o".into(),
+            rule_id: "r1".into(),
+            rule_name: "Vibration high".into(),
+            severity: Severity::Critical,
+            status: AlertStatus::Active,
+            data_source_id: "ds".into(),
+            asset_id: "Pump_01".into(),
+            tag_name: "Vibration_X".into(),
+            value: 5.51,
+            threshold: 5.0,
+            operator: Operator::Gt,
+            triggered_at: Timestamp::parse("2026-11-22T06:00:00Z").unwrap(),
+            acknowledged_at: None,
+            acknowledged_by: None,
+            note: None,
+            resolved_at: None,
+            resolved_by: None,
+        }
+    }
+
+    #[test]
+    fn messages_say_what_happened() {
+        let (subject, body) = email_message("alert.triggered", &alert());
+        assert_eq!(
+            subject,
+            "[plantd] CRITICAL alert triggered: Vibration high on Pump_01"
+        );
+        assert!(body.contains("Condition:   Vibration_X gt 5\n"), "{body}");
+        assert!(
+            body.contains("Value:       5.51 at 2026-11-22T06:00:00"),
+            "{body}"
+        );
+        let mut resolved = alert();
+        resolved.status = AlertStatus::Resolved;
+        resolved.resolved_at = Some(Timestamp::parse("2026-11-22T06:05:00Z").unwrap());
+        resolved.resolved_by = Some("auto".into());
+        let (subject, body) = email_message("alert.resolved", &resolved);
+        assert_eq!(subject, "[plantd] Resolved: Vibration high on Pump_01");
+        assert!(body.contains("(the condition cleared)"), "{body}");
+        let slack = slack_message("alert.triggered", &alert());
+        let text = slack["text"].as_str().unwrap();
+        assert!(
+            text.starts_with(":red_circle: *CRITICAL* triggered: *Vibration high* on `Pump_01`"),
+            "{text}"
+        );
+    }
+
+    #[tokio::test]
+    async fn settings_are_checked() {
+        let mut c = SmtpConfig {
+            host: "smtp.example.com".into(),
+            port: None,
+            tls: SmtpTls::Starttls,
+            username: Some("u".into()),
+            password: None,
+            from: "Plant alerts <alerts@example.com>".into(),
+            ca_file: None,
+            timeout_secs: None,
+        };
+        assert!(Mailer::new(&c).unwrap_err().contains("no password"));
+        c.password = Some("p".into());
+        assert_eq!(Mailer::new(&c).unwrap().relay, "smtp.example.com:587");
+        c.from = "not an address".into();
+        assert!(Mailer::new(&c).unwrap_err().contains("smtp.from"));
+        c.from = "alerts@example.com".into();
+        c.ca_file = Some("/nonexistent/ca.pem".into());
+        assert!(Mailer::new(&c).unwrap_err().contains("smtp.ca_file"));
+    }
+}
