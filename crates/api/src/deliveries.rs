@@ -131,14 +131,18 @@ async fn dispatch_pending(
     loop {
         let pending = state.store.pending_alert_events(100).await?;
         let n = pending.len();
+        let mut failed = None;
+        // One event that cannot be dispatched now does not hold up the others.
         for event in pending {
             if let Err(e) = dispatch(state, smtp_problem, &event).await {
                 tracing::warn!(event = %event.id, error = %e, "alert event not dispatched; retrying");
-                return Err(e);
+                failed = Some(e);
             }
         }
-        if n < 100 {
-            return Ok(());
+        match failed {
+            Some(e) => return Err(e),
+            None if n < 100 => return Ok(()),
+            None => {}
         }
     }
 }

@@ -71,6 +71,16 @@ pub(crate) async fn post(
     key: &str,
     body: Bytes,
 ) -> Result<u16> {
+    Ok(post_answer(sender, addr, key, body).await?.0)
+}
+
+/// Posts an ingest batch; the answer's status and headers.
+pub(crate) async fn post_answer(
+    sender: &mut hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+    addr: &str,
+    key: &str,
+    body: Bytes,
+) -> Result<(u16, hyper::HeaderMap)> {
     use http_body_util::BodyExt;
     let req = hyper::Request::builder()
         .method("POST")
@@ -82,8 +92,9 @@ pub(crate) async fn post(
     sender.ready().await?;
     let resp = sender.send_request(req).await?;
     let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
     resp.into_body().collect().await?;
-    Ok(status)
+    Ok((status, headers))
 }
 
 struct Figure {

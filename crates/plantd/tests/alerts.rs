@@ -40,13 +40,26 @@ async fn ingest(app: &TestApp, ds: &str, t0: i64, points: &[(i64, f64)]) {
                    "timestamp": Timestamp::from_millis(t0 + s * 1000).to_rfc3339()})
         })
         .collect();
-    app.post(
-        "/telemetry",
-        &app.admin_key,
-        json!({"data_source_id": ds, "data": data}),
-    )
-    .await
-    .expect(200);
+    let r = app
+        .post(
+            "/telemetry",
+            &app.admin_key,
+            json!({"data_source_id": ds, "data": data}),
+        )
+        .await
+        .expect(200);
+    // Where the time went: the write, then the alert rules (both before the answer).
+    let timing = r.header("server-timing").unwrap_or_default().to_string();
+    let stage = |name: &str| {
+        timing
+            .split(", ")
+            .find_map(|p| p.strip_prefix(name))
+            .and_then(|d| d.parse::<f64>().ok())
+    };
+    assert!(
+        stage("write;dur=").is_some_and(|d| d >= 0.0) && stage("alerts;dur=").is_some(),
+        "Server-Timing: {timing:?}"
+    );
 }
 
 async fn alerts(app: &TestApp, query: &str) -> Vec<Value> {

@@ -83,7 +83,7 @@ pub async fn ingest(
         audit_record(f, Some(&caller), axum::http::StatusCode::OK, None, None)
     });
     let audited = audit.is_some();
-    let accepted = store_points(
+    let stored = store_points(
         &state,
         &caller.org_id,
         caller.tier,
@@ -92,16 +92,35 @@ pub async fn ingest(
         now,
     )
     .await?;
-    let mut response = ok(IngestResult { accepted });
+    let mut response = ok(IngestResult {
+        accepted: stored.accepted,
+    });
+    // Where the time went (standard Server-Timing, shown by browsers' developer tools).
+    if let Ok(v) = axum::http::HeaderValue::from_str(&format!(
+        "write;dur={:.3}, alerts;dur={:.3}",
+        stored.write.as_secs_f64() * 1000.0,
+        stored.alerts.as_secs_f64() * 1000.0
+    )) {
+        response.headers_mut().insert("server-timing", v);
+    }
     if audited {
         response.extensions_mut().insert(AuditCommitted);
     }
     Ok(response)
 }
 
+/// What [`store_points`] did and how long it took.
+pub(crate) struct Stored {
+    pub accepted: usize,
+    /// The durable write (queueing for the group commit included).
+    pub write: std::time::Duration,
+    /// From the write to the batch's alert changes stored and published.
+    pub alerts: std::time::Duration,
+}
+
 /// The one way points enter storage (the ingest endpoint and the connectors): the tier's
 /// storage quota and ingestion limits, the durable write (with `audit` in the same commit), then
-/// the live stream.
+/// alert evaluation and the live stream.
 pub(crate) async fn store_points(
     state: &AppState,
     org_id: &str,
@@ -109,7 +128,7 @@ pub(crate) async fn store_points(
     points: Arc<Vec<Point>>,
     audit: Option<plantd_store::NewAuditRecord>,
     now: Timestamp,
-) -> ApiResult<usize> {
+) -> ApiResult<Stored> {
     if let Some(limit_gb) = state.config.limits.telemetry(tier).storage_gb {
         let used = state
             .tsdb
@@ -127,18 +146,25 @@ pub(crate) async fn store_points(
         }
     }
     admit_points(state, org_id, tier, points.len() as u64, now)?;
+    let started = std::time::Instant::now();
     let accepted = state
         .tsdb
         .ingest(org_id, points.clone(), audit)
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let write = started.elapsed();
     // Committed: evaluate alert rules, tell live subscribers.
     state.alerts.evaluate(state, org_id, &points).await;
+    let alerts = started.elapsed() - write;
     state.events.publish(crate::events::Event::Telemetry {
         org_id: org_id.into(),
         points,
     });
-    Ok(accepted)
+    Ok(Stored {
+        accepted,
+        write,
+        alerts,
+    })
 }
 
 /// Every named data source must be one of the caller's organization: the batch's is named
