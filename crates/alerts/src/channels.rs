@@ -160,12 +160,30 @@ impl Mailer {
         })
     }
 
-    /// Sends one plain-text message to every recipient.
-    pub async fn send(&self, to: &[String], subject: &str, body: &str) -> Result<(), SendError> {
+    /// Sends one plain-text message about `alert_id` to every recipient. Its Message-ID is
+    /// derived from the alert and event (a retry sends the same id, so a relay or mailbox can
+    /// tell a duplicate), and an `alert.resolved` message refers to the `alert.triggered` one,
+    /// so mail programs show both in one thread.
+    pub async fn send(
+        &self,
+        to: &[String],
+        subject: &str,
+        body: &str,
+        alert_id: &str,
+        event: &str,
+    ) -> Result<(), SendError> {
+        let domain = self.from.email.domain();
+        let id = |word: &str| format!("<{alert_id}.{word}@{domain}>");
         let mut message = lettre::Message::builder()
             .from(self.from.clone())
             .subject(subject)
+            .message_id(Some(id(event_word(event))))
             .header(ContentType::TEXT_PLAIN);
+        if event != "alert.triggered" {
+            message = message
+                .in_reply_to(id("triggered"))
+                .references(id("triggered"));
+        }
         for r in to {
             let mailbox = Mailbox::from_str(r).map_err(|e| SendError {
                 message: format!("recipient {r:?} is not an email address: {e}"),
@@ -215,6 +233,14 @@ fn event_word(event: &str) -> &'static str {
     }
 }
 
+fn resolved_by(by: &str) -> &str {
+    match by {
+        "auto" => "the condition cleared",
+        "rule_deleted" => "the rule was deleted",
+        user => user,
+    }
+}
+
 fn condition(a: &Alert) -> String {
     format!("{} {} {}", a.tag_name, a.operator.as_str(), a.threshold)
 }
@@ -256,12 +282,7 @@ pub fn email_message(event: &str, a: &Alert) -> (String, String) {
         body.push_str(&format!("Note:        {note}\n"));
     }
     if let (Some(at), Some(by)) = (a.resolved_at, &a.resolved_by) {
-        let by = match by.as_str() {
-            "auto" => "the condition cleared",
-            "rule_deleted" => "the rule was deleted",
-            user => user,
-        };
-        body.push_str(&format!("Resolved:    {at} ({by})\n"));
+        body.push_str(&format!("Resolved:    {at} ({})\n", resolved_by(by)));
     }
     body.push_str(&format!(
         "Data source: {}\nAlert id:    {}\nRule id:     {}\n",
@@ -278,17 +299,26 @@ pub fn slack_message(event: &str, a: &Alert) -> serde_json::Value {
         (_, "warning") => ":warning:",
         _ => ":information_source:",
     };
-    let text = format!(
-        "{icon} *{}* {}: *{}* on `{}`: {} = {} (condition {}) at {}",
+    let head = format!(
+        "{icon} *{}* {}: *{}* on `{}`",
         a.severity.as_str().to_uppercase(),
         event_word(event),
         a.rule_name,
         a.asset_id,
+    );
+    let fact = format!(
+        "{} = {} (condition {}) at {}",
         a.tag_name,
         a.value,
         condition(a),
-        a.triggered_at,
+        a.triggered_at
     );
+    let text = match (a.resolved_at, &a.resolved_by) {
+        (Some(at), Some(by)) => {
+            format!("{head} at {at} ({}); triggered by {fact}", resolved_by(by))
+        }
+        _ => format!("{head}: {fact}"),
+    };
     serde_json::json!({ "text": text })
 }
 
@@ -373,6 +403,11 @@ mod tests {
         let (subject, body) = email_message("alert.resolved", &resolved);
         assert_eq!(subject, "[plantd] Resolved: Vibration high on Pump_01");
         assert!(body.contains("(the condition cleared)"), "{body}");
+        let text = slack_message("alert.resolved", &resolved)["text"].to_string();
+        assert!(
+            text.contains("on `Pump_01` at 2026-11-22T06:05:00.000Z (the condition cleared); triggered by Vibration_X = 5.51"),
+            "{text}"
+        );
         let slack = slack_message("alert.triggered", &alert());
         let text = slack["text"].as_str().unwrap();
         assert!(

@@ -235,7 +235,8 @@ async fn send_notification(
         "email" => match &mailer {
             Ok(m) => {
                 let to: Vec<String> = n.target.split(", ").map(str::to_string).collect();
-                m.send(&to, &n.subject, &n.body).await
+                m.send(&to, &n.subject, &n.body, &n.alert_id, &n.event)
+                    .await
             }
             Err(problem) => Err(SendError {
                 message: problem.clone(),

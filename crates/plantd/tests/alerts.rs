@@ -717,6 +717,17 @@ async fn email_and_slack_notifications_are_sent_retried_and_logged() {
         "{data}"
     );
     assert!(data.contains("Condition:   Vibration_X gt 7"), "{data}");
+    // Threaded under the (never delivered) triggered message's id.
+    assert!(
+        data.contains(&format!(
+            "In-Reply-To: <{alert_id}.triggered@plant.example>"
+        )),
+        "{data}"
+    );
+    assert!(
+        data.contains(&format!("Message-ID: <{alert_id}.resolved@plant.example>")),
+        "{data}"
+    );
     assert!(data.contains("Value:       9 at "), "{data}");
     {
         let got = slack_got.lock().unwrap();
