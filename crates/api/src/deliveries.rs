@@ -203,13 +203,12 @@ async fn dispatch(
             }
         }
     }
-    let data: serde_json::Value = serde_json::from_str(&event.payload).unwrap_or_default();
     let dispatched = state
         .store
         .dispatch_alert_event(
             event,
             |id| {
-                json!({"id": id, "event": event.event, "created_at": event.created_at, "data": data})
+                json!({"id": id, "event": event.event, "created_at": event.created_at, "data": alert})
                     .to_string()
             },
             &notifications,

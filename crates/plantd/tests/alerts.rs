@@ -483,20 +483,21 @@ async fn wait_deliveries(
     hook_id: &str,
     done: impl Fn(&[Value]) -> bool,
 ) -> Vec<Value> {
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    wait_list(app, &format!("/webhooks/{hook_id}/deliveries"), done).await
+}
+
+/// Reads the list at `path` until `done` holds of it (at most 30 s).
+async fn wait_list(app: &TestApp, path: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let log = app
-            .get(&format!("/webhooks/{hook_id}/deliveries"), &app.admin_key)
-            .await
-            .expect(200)
-            .json["data"]
+        let list = app.get(path, &app.admin_key).await.expect(200).json["data"]
             .as_array()
             .unwrap()
             .clone();
-        if done(&log) {
-            return log;
+        if done(&list) {
+            return list;
         }
-        assert!(std::time::Instant::now() < deadline, "deliveries: {log:?}");
+        assert!(std::time::Instant::now() < deadline, "{path}: {list:?}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
@@ -506,25 +507,7 @@ async fn wait_notifications(
     query: &str,
     done: impl Fn(&[Value]) -> bool,
 ) -> Vec<Value> {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let log = app
-            .get(&format!("/notifications?{query}"), &app.admin_key)
-            .await
-            .expect(200)
-            .json["data"]
-            .as_array()
-            .unwrap()
-            .clone();
-        if done(&log) {
-            return log;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "notifications: {log:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_list(app, &format!("/notifications?{query}"), done).await
 }
 
 /// The SMTP server's messages so far (one JSON object per line of its output file).

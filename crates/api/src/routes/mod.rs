@@ -31,3 +31,16 @@ pub fn page_in_memory<T>(page: Page, all: Vec<T>) -> Paged<T> {
         .collect();
     Paged { items, total }
 }
+
+/// An http:// or https:// URL of at most 2,000 characters that plantd posts to (webhooks,
+/// Slack).
+pub(crate) fn check_post_url(v: &mut plantd_model::validation::Validator, field: &str, url: &str) {
+    match plantd_model::data_source::parse_url(url) {
+        Ok(u) if ["http", "https"].contains(&u.scheme.as_str()) && url.len() <= 2000 => {}
+        Ok(_) => v.add(
+            field,
+            "must be an http:// or https:// URL of at most 2000 characters",
+        ),
+        Err(e) => v.add(field, e),
+    }
+}

@@ -13,7 +13,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use crate::envelope::{Data, List, list, ok};
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{ValidJson, ValidQuery};
-use crate::routes::page_of;
+use crate::routes::{check_post_url, page_of};
 use crate::state::{AppState, Caller};
 
 /// At most this many email recipients per organization.
@@ -99,14 +99,7 @@ pub async fn update_settings(
     };
     let slack = match body.slack_webhook_url {
         Some(Some(url)) => {
-            match parse_url(&url) {
-                Ok(u) if ["http", "https"].contains(&u.scheme.as_str()) && url.len() <= 2000 => {}
-                Ok(_) => v.add(
-                    "slack_webhook_url",
-                    "must be an http:// or https:// URL of at most 2000 characters",
-                ),
-                Err(e) => v.add("slack_webhook_url", e),
-            }
+            check_post_url(&mut v, "slack_webhook_url", &url);
             Some(url)
         }
         Some(None) => None,

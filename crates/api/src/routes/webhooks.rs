@@ -3,7 +3,6 @@
 use axum::extract::{Path, State};
 use axum::response::Response;
 use plantd_model::Timestamp;
-use plantd_model::data_source::parse_url;
 use plantd_model::page::{PageQuery, Paged};
 use plantd_model::validation::Validator;
 use plantd_store::{Delivery, Webhook};
@@ -12,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::envelope::{Data, List, created, list, no_content, ok};
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{ValidJson, ValidQuery};
-use crate::routes::{page_in_memory, page_of};
+use crate::routes::{check_post_url, page_in_memory, page_of};
 use crate::state::{AppState, Caller};
 
 /// Events a webhook may subscribe to.
@@ -99,14 +98,7 @@ pub struct UpdateWebhook {
 
 fn check(v: &mut Validator, url: Option<&str>, events: Option<&[String]>, secret: Option<&str>) {
     if let Some(url) = url {
-        match parse_url(url) {
-            Ok(u) if ["http", "https"].contains(&u.scheme.as_str()) && url.len() <= 2000 => {}
-            Ok(_) => v.add(
-                "url",
-                "must be an http:// or https:// URL of at most 2000 characters",
-            ),
-            Err(e) => v.add("url", e),
-        }
+        check_post_url(v, "url", url);
     }
     if let Some(events) = events {
         if events.is_empty() {
