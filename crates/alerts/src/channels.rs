@@ -7,6 +7,7 @@ use lettre::transport::smtp::authentication::Credentials;
 use lettre::transport::smtp::client::{Certificate, Tls, TlsParameters};
 use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor};
 use plantd_model::alert::{Alert, AlertStatus};
+use plantd_model::event::EventType;
 use serde::Deserialize;
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -170,7 +171,7 @@ impl Mailer {
         subject: &str,
         body: &str,
         alert_id: &str,
-        event: &str,
+        event: EventType,
     ) -> Result<(), SendError> {
         let domain = self.from.email.domain();
         let id = |word: &str| format!("<{alert_id}.{word}@{domain}>");
@@ -179,7 +180,7 @@ impl Mailer {
             .subject(subject)
             .message_id(Some(id(event_word(event))))
             .header(ContentType::TEXT_PLAIN);
-        if event != "alert.triggered" {
+        if event != EventType::AlertTriggered {
             message = message
                 .in_reply_to(id("triggered"))
                 .references(id("triggered"));
@@ -201,13 +202,7 @@ impl Mailer {
                 "no answer in time".to_string()
             } else {
                 // The error's chain holds the cause (refused, TLS, the server's reply).
-                let mut text = e.to_string();
-                let mut source = std::error::Error::source(&e);
-                while let Some(s) = source {
-                    text = format!("{text}: {s}");
-                    source = s.source();
-                }
-                text
+                plantd_model::error_chain(&e)
             };
             SendError {
                 message: format!("SMTP relay {}: {reason}", self.relay),
@@ -225,11 +220,11 @@ pub fn check_recipient(text: &str) -> Result<(), String> {
         .map_err(|e| format!("is not an email address ({e})"))
 }
 
-fn event_word(event: &str) -> &'static str {
+fn event_word(event: EventType) -> &'static str {
     match event {
-        "alert.triggered" => "triggered",
-        "alert.acknowledged" => "acknowledged",
-        _ => "resolved",
+        EventType::AlertTriggered => "triggered",
+        EventType::AlertAcknowledged => "acknowledged",
+        EventType::AlertResolved => "resolved",
     }
 }
 
@@ -246,7 +241,7 @@ fn condition(a: &Alert) -> String {
 }
 
 /// The subject and plain-text body of the email for an alert event.
-pub fn email_message(event: &str, a: &Alert) -> (String, String) {
+pub fn email_message(event: EventType, a: &Alert) -> (String, String) {
     let severity = a.severity.as_str().to_uppercase();
     let subject = if a.status == AlertStatus::Resolved {
         format!("[plantd] Resolved: {} on {}", a.rule_name, a.asset_id)
@@ -292,7 +287,7 @@ pub fn email_message(event: &str, a: &Alert) -> (String, String) {
 }
 
 /// The JSON body posted to a Slack incoming webhook for an alert event.
-pub fn slack_message(event: &str, a: &Alert) -> serde_json::Value {
+pub fn slack_message(event: EventType, a: &Alert) -> serde_json::Value {
     let icon = match (a.status, a.severity.as_str()) {
         (AlertStatus::Resolved, _) => ":white_check_mark:",
         (_, "critical") => ":red_circle:",
@@ -386,7 +381,7 @@ mod tests {
 
     #[test]
     fn messages_say_what_happened() {
-        let (subject, body) = email_message("alert.triggered", &alert());
+        let (subject, body) = email_message(EventType::AlertTriggered, &alert());
         assert_eq!(
             subject,
             "[plantd] CRITICAL alert triggered: Vibration high on Pump_01"
@@ -400,15 +395,15 @@ mod tests {
         resolved.status = AlertStatus::Resolved;
         resolved.resolved_at = Some(Timestamp::parse("2026-11-22T06:05:00Z").unwrap());
         resolved.resolved_by = Some("auto".into());
-        let (subject, body) = email_message("alert.resolved", &resolved);
+        let (subject, body) = email_message(EventType::AlertResolved, &resolved);
         assert_eq!(subject, "[plantd] Resolved: Vibration high on Pump_01");
         assert!(body.contains("(the condition cleared)"), "{body}");
-        let text = slack_message("alert.resolved", &resolved)["text"].to_string();
+        let text = slack_message(EventType::AlertResolved, &resolved)["text"].to_string();
         assert!(
             text.contains("on `Pump_01` at 2026-11-22T06:05:00.000Z (the condition cleared); triggered by Vibration_X = 5.51"),
             "{text}"
         );
-        let slack = slack_message("alert.triggered", &alert());
+        let slack = slack_message(EventType::AlertTriggered, &alert());
         let text = slack["text"].as_str().unwrap();
         assert!(
             text.starts_with(":red_circle: *CRITICAL* triggered: *Vibration high* on `Pump_01`"),

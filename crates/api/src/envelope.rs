@@ -1,12 +1,14 @@
-//! Success envelopes (SPEC 2.1): `{"data": ...}` and `{"data": [...], "meta": {page, per_page, total}}`.
+//! Success envelopes (SPEC 2.1): `{"data": ...}` and `{"data": [...], "meta": {page, per_page, total}}`,
+//! and the pagination of lists.
 
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use plantd_model::page::{Page, PageMeta, Paged};
+use plantd_model::page::{Page, PageMeta, PageQuery, Paged};
 use serde::Serialize;
 
-use crate::pipeline::AuditResource;
+use crate::audit_record::AuditResource;
+use crate::error::ApiError;
 
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct Data<T> {
@@ -43,4 +45,25 @@ pub fn list<T, V: Serialize>(page: Page, paged: Paged<T>, view: impl Fn(T) -> V)
         data: paged.items.into_iter().map(view).collect(),
     })
     .into_response()
+}
+
+/// Checks the pagination parameters of a list route.
+pub fn page_of(page: Option<i64>, per_page: Option<i64>) -> Result<Page, ApiError> {
+    Page::new(page, per_page).map_err(ApiError::Validation)
+}
+
+/// Checks `?page=&per_page=` of a list route without other parameters.
+pub fn page_of_query(q: PageQuery) -> Result<Page, ApiError> {
+    page_of(q.page, q.per_page)
+}
+
+/// One page of a list held whole in memory.
+pub fn page_in_memory<T>(page: Page, all: Vec<T>) -> Paged<T> {
+    let total = all.len() as u64;
+    let items = all
+        .into_iter()
+        .skip(page.offset() as usize)
+        .take(page.limit() as usize)
+        .collect();
+    Paged { items, total }
 }

@@ -1,9 +1,11 @@
-//! The one API error type: maps every refusal to SPEC 7's envelope and status. Internal errors
-//! are logged with the request and answered with an opaque `internal_error`.
+//! The one API error type: every refusal in SPEC 7's envelope and status, made from the
+//! application's errors in one place ([`From<AppError>`]). Internal errors are logged here,
+//! once, with their whole cause chain, and answered with an opaque `internal_error`.
 
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use plantd_app::AppError;
 use plantd_model::FieldError;
 use plantd_store::StoreError;
 use serde::Serialize;
@@ -17,7 +19,7 @@ pub enum ApiError {
     MethodNotAllowed,
     Conflict(String),
     RateLimited { message: String, retry_after: u64 },
-    Internal(String),
+    Internal(Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// The error code a response carried, for the audit trail.
@@ -46,16 +48,9 @@ impl ApiError {
         ApiError::Validation(vec![FieldError::new(field, message)])
     }
 
-    pub fn not_found(what: &str) -> Self {
-        ApiError::NotFound(format!("{what} not found"))
-    }
-
-    /// Maps a store error, naming what is missing: `.map_err(ApiError::missing("data source"))`.
-    pub fn missing(what: &'static str) -> impl Fn(StoreError) -> ApiError {
-        move |e| match e {
-            StoreError::NotFound => ApiError::not_found(what),
-            other => other.into(),
-        }
+    /// A failure that is the server's own (logged with its cause chain, answered opaquely).
+    pub fn internal(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        ApiError::Internal(e.into())
     }
 
     pub fn code(&self) -> &'static str {
@@ -85,12 +80,28 @@ impl ApiError {
     }
 }
 
-impl From<StoreError> for ApiError {
-    fn from(e: StoreError) -> Self {
+/// The one mapping from the application's errors to HTTP.
+impl From<AppError> for ApiError {
+    fn from(e: AppError) -> Self {
         match e {
-            StoreError::NotFound => ApiError::NotFound("resource not found".into()),
-            StoreError::Conflict(m) => ApiError::Conflict(m),
-            other => ApiError::Internal(other.to_string()),
+            AppError::Invalid(details) => ApiError::Validation(details),
+            AppError::Unauthenticated(m) => ApiError::Authentication(m),
+            AppError::Forbidden(m) => ApiError::Authorization(m),
+            AppError::NotFound(what) => ApiError::NotFound(format!("{what} not found")),
+            AppError::NoUser => ApiError::NotFound(AppError::NoUser.to_string()),
+            AppError::Conflict(m) => ApiError::Conflict(m),
+            AppError::LimitReached {
+                message,
+                retry_after,
+            } => ApiError::RateLimited {
+                message,
+                retry_after,
+            },
+            AppError::Store(StoreError::NotFound) => {
+                ApiError::NotFound("resource not found".into())
+            }
+            AppError::Store(StoreError::Conflict(m)) => ApiError::Conflict(m),
+            other => ApiError::Internal(Box::new(other)),
         }
     }
 }
@@ -120,8 +131,8 @@ impl IntoResponse for ApiError {
                 message,
                 retry_after,
             } => (message, Vec::new(), Some(retry_after)),
-            ApiError::Internal(m) => {
-                tracing::error!(error = %m, "internal error");
+            ApiError::Internal(e) => {
+                tracing::error!(error = %plantd_model::error_chain(e.as_ref()), "internal error");
                 (
                     "an internal error occurred; it has been logged".into(),
                     Vec::new(),

@@ -1,10 +1,12 @@
 //! Request extractors that refuse bad input in the API's envelope, naming the field: JSON bodies
-//! (malformed, wrong types, missing fields, unknown enum values) and query strings.
+//! (malformed, wrong types, missing fields, unknown enum values) and query strings; and the
+//! authenticated caller.
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header;
 use axum::http::request::Parts;
+use plantd_app::Caller;
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
@@ -176,6 +178,28 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ValidQuery<T> 
 
 fn form_urlencoded_parse(query: &str) -> form_urlencoded::Parse<'_> {
     form_urlencoded::parse(query.as_bytes())
+}
+
+/// The authenticated caller, as the pipeline admitted it.
+pub struct Auth(pub Caller);
+
+impl std::ops::Deref for Auth {
+    type Target = Caller;
+    fn deref(&self) -> &Caller {
+        &self.0
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Auth {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<Caller>()
+            .cloned()
+            .map(Auth)
+            .ok_or_else(|| ApiError::Authentication("authentication required".into()))
+    }
 }
 
 #[cfg(test)]

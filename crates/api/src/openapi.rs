@@ -1,26 +1,31 @@
-//! The OpenAPI 3.1 document, generated from the handlers' annotations and completed with each
-//! operation's required scope from the policy table.
+//! The OpenAPI 3.1 document, assembled from the route declarations: each handler's operation,
+//! completed from its policy with the required scope, the security requirement (none on public
+//! routes) and the error responses it can give, all in the error envelope.
 
-use serde_json::Value;
-use std::sync::OnceLock;
+use serde_json::{Map, Value, json};
 use utoipa::openapi::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{PartialSchema, ToSchema};
 
-use crate::policy::{self, Access};
-
-static DOCUMENT: OnceLock<Value> = OnceLock::new();
+use crate::error::ErrorBody;
+use crate::routing::{Access, Route};
 
 /// The base document: title, version, description and the bearer-key security scheme.
-pub fn base() -> OpenApi {
+fn base() -> OpenApi {
     let mut doc = OpenApi::default();
     doc.info.title = "plantd API".into();
-    doc.info.version = crate::routes::system::VERSION.into();
+    doc.info.version = plantd_app::system::VERSION.into();
     doc.info.description = Some(
         "REST API of plantd, the open industrial monitoring platform. Send `Authorization: Bearer <API_KEY>`. \
-         Successes use `{\"data\": ..., \"meta\": {...}}`, errors `{\"error\": {\"code\", \"message\", \"details\"}}`."
+         Successes use `{\"data\": ..., \"meta\": {...}}`, errors `{\"error\": {\"code\", \"message\", \"details\"}}`. \
+         Every response carries `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` and `X-RateLimit-Window` (integers)."
             .into(),
     );
     let components = doc.components.get_or_insert_with(Default::default);
+    let mut schemas = Vec::new();
+    <ErrorBody as ToSchema>::schemas(&mut schemas);
+    schemas.push((ErrorBody::name().into_owned(), ErrorBody::schema()));
+    components.schemas.extend(schemas);
     components.add_security_scheme(
         "api_key",
         SecurityScheme::Http(
@@ -36,50 +41,155 @@ pub fn base() -> OpenApi {
     doc
 }
 
-/// Adds the required scope of every operation (`x-required-scope` and a line in its
-/// description) and keeps the document for `GET /v1/openapi.json`.
-pub fn finish(doc: OpenApi) -> Value {
+/// The error responses every operation may refer to: (status, component name, description).
+const ERRORS: [(&str, &str, &str); 7] = [
+    (
+        "400",
+        "ValidationError",
+        "`validation_error`: the request is invalid; `details` name each field",
+    ),
+    (
+        "401",
+        "AuthenticationError",
+        "`authentication_error`: the API key is missing, unknown, revoked or expired",
+    ),
+    (
+        "403",
+        "AuthorizationError",
+        "`authorization_error`: the API key lacks the scope this operation needs",
+    ),
+    (
+        "404",
+        "NotFound",
+        "`not_found`: no such resource in the caller's organization",
+    ),
+    (
+        "409",
+        "Conflict",
+        "`conflict`: the request conflicts with the resource's state",
+    ),
+    (
+        "429",
+        "RateLimited",
+        "`rate_limited`: a rate limit refuses the request; `Retry-After` says when to retry",
+    ),
+    (
+        "500",
+        "InternalError",
+        "`internal_error`: the server failed; the cause is logged, not shown",
+    ),
+];
+
+/// The whole document of `routes`.
+pub fn document(routes: &[Route]) -> Value {
+    let mut doc = base();
+    for r in routes {
+        let path = doc.paths.paths.entry(r.path.clone()).or_default();
+        path.merge_operations(r.item.clone());
+        doc.components
+            .get_or_insert_with(Default::default)
+            .schemas
+            .extend(r.schemas.iter().cloned());
+    }
     let mut value = serde_json::to_value(&doc).unwrap_or(Value::Null);
-    if let Some(paths) = value.get_mut("paths").and_then(Value::as_object_mut) {
-        for (path, item) in paths.iter_mut() {
-            let Some(item) = item.as_object_mut() else {
-                continue;
-            };
-            for (method, op) in item.iter_mut() {
-                let Ok(m) = method.to_uppercase().parse::<axum::http::Method>() else {
-                    continue;
-                };
-                let Some(p) = policy::lookup(&m, path) else {
-                    continue;
-                };
-                let scope = match p.access {
-                    Access::Public => "none (public)".to_string(),
-                    Access::AnyKey => "any valid API key".to_string(),
-                    Access::Scope(s) => s.to_string(),
-                };
-                if let Some(op) = op.as_object_mut() {
-                    op.insert("x-required-scope".into(), Value::String(scope.clone()));
-                    let desc = op
-                        .get("description")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_string();
-                    let line = format!("Required scope: **{scope}**.");
-                    let desc = if desc.is_empty() {
-                        line
-                    } else {
-                        format!("{desc}\n\n{line}")
-                    };
-                    op.insert("description".into(), Value::String(desc));
+    value["security"] = json!([{"api_key": []}]);
+    let responses = value["components"]
+        .as_object_mut()
+        .map(|c| c.entry("responses").or_insert_with(|| json!({})));
+    if let Some(Value::Object(responses)) = responses {
+        for (status, name, description) in ERRORS {
+            let mut response = json!({
+                "description": description,
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+            });
+            if status == "429" {
+                response["headers"] = json!({"Retry-After": {
+                    "description": "Seconds to wait",
+                    "schema": {"type": "integer", "minimum": 1},
+                }});
+            }
+            responses.insert(name.to_string(), response);
+        }
+    }
+    for r in routes {
+        let method = r.method.as_str().to_lowercase();
+        if let Some(op) = value["paths"][&r.path][&method].as_object_mut() {
+            complete(op, r);
+        }
+    }
+    value
+}
+
+/// Adds the scope, the security requirement and the error responses of one operation.
+fn complete(op: &mut Map<String, Value>, r: &Route) {
+    let scope = match r.policy.access {
+        Access::Public => "none (public)".to_string(),
+        Access::AnyKey => "any valid API key".to_string(),
+        Access::Scope(s) => s.to_string(),
+    };
+    op.insert("x-required-scope".into(), Value::String(scope.clone()));
+    let desc = op
+        .get("description")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let line = format!("Required scope: **{scope}**.");
+    let desc = if desc.is_empty() {
+        line
+    } else {
+        format!("{desc}\n\n{line}")
+    };
+    op.insert("description".into(), Value::String(desc));
+    if r.policy.access == Access::Public {
+        op.insert("security".into(), json!([]));
+    } else {
+        op.remove("security");
+    }
+    let takes_input = op.contains_key("requestBody")
+        || op
+            .get("parameters")
+            .and_then(Value::as_array)
+            .is_some_and(|p| p.iter().any(|p| p["in"] != "path"));
+    let has_id = r.path.contains('{');
+    let wanted = |status: &str| match status {
+        "400" => takes_input,
+        "401" => r.policy.access != Access::Public,
+        "403" => matches!(r.policy.access, Access::Scope(_)),
+        "404" => has_id,
+        // Only where the handler declares it.
+        "409" => false,
+        _ => true,
+    };
+    let responses = op
+        .entry("responses")
+        .or_insert_with(|| json!({}))
+        .as_object_mut();
+    if let Some(responses) = responses {
+        for (status, name, _) in ERRORS {
+            let declared = responses.contains_key(status);
+            if declared || wanted(status) {
+                // The handler's own text stays as the description; the body is the envelope.
+                let description = responses
+                    .get(status)
+                    .and_then(|r| r["description"].as_str())
+                    .filter(|d| !d.is_empty())
+                    .map(str::to_string);
+                let reference = json!({"$ref": format!("#/components/responses/{name}")});
+                match description {
+                    Some(d) if declared => {
+                        responses.insert(
+                            status.to_string(),
+                            json!({
+                                "description": d,
+                                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+                            }),
+                        );
+                    }
+                    _ => {
+                        responses.insert(status.to_string(), reference);
+                    }
                 }
             }
         }
     }
-    let _ = DOCUMENT.set(value.clone());
-    value
-}
-
-/// The finished document (built once, when the first router is built).
-pub fn document_json() -> &'static Value {
-    DOCUMENT.get_or_init(crate::router::build_openapi)
 }

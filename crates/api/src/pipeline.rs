@@ -1,107 +1,44 @@
-//! The request pipeline of every `/v1` route (DESIGN 3): request id -> authentication -> rate
-//! limit -> scope check -> handler -> usage count and audit record -> rate-limit headers.
+//! The request pipeline of every `/v1` route (DESIGN 3), applied to each route with its own
+//! policy: request id -> authentication -> rate limit -> scope check -> handler -> usage count
+//! and audit record -> rate-limit headers.
 
-use axum::extract::{ConnectInfo, FromRequestParts, MatchedPath, Request, State};
-use axum::http::request::Parts;
+use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use plantd_model::audit::Severity;
+use plantd_app::Caller;
+use plantd_app::rate_limit::{Bucket, Decision, Window, WindowState, request_windows};
+use plantd_model::Timestamp;
 use plantd_model::scope::allows;
-use plantd_model::{Timestamp, api_key::ApiKeyStatus};
-use plantd_store::NewAuditRecord;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
+use crate::audit_record::{AuditCommitted, AuditResource, RequestFacts, audit_record};
 use crate::error::{ApiError, ErrorCode};
-use crate::policy::{self, Access, RoutePolicy};
-use crate::rate_limit::{Bucket, Decision, WindowState, windows};
-use crate::state::{AppState, Caller};
+use crate::routing::{Access, Policy};
+use crate::state::AppState;
 
 /// Path ids longer than this cannot exist (ids are 36-character UUIDs; the margin is generous).
 const MAX_ID_LEN: usize = 200;
-
-/// The id of a resource a handler created or changed, for the audit record.
-#[derive(Clone, Debug)]
-pub struct AuditResource(pub String);
 
 /// The request id, echoed in `X-Request-Id` and kept in audit records.
 #[derive(Clone, Debug)]
 pub struct RequestId(pub String);
 
-/// What the pipeline knows of a request for its audit record (a request extension, so that a
-/// handler can commit the record together with its own write).
-#[derive(Clone, Debug)]
-pub struct RequestFacts {
-    pub policy: &'static policy::RoutePolicy,
-    pub method: String,
-    pub route: String,
-    pub client_ip: Option<String>,
-    pub user_agent: Option<String>,
-    pub request_id: String,
+/// Whether a method changes state (and is therefore audited).
+fn is_mutation(method: &axum::http::Method) -> bool {
+    use axum::http::Method;
+    !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
 }
 
-/// Marks a response whose audit record the handler already committed (with its data).
-#[derive(Clone, Copy, Debug)]
-pub struct AuditCommitted;
-
-/// The audit record of a finished request.
-pub fn audit_record(
-    facts: &RequestFacts,
-    caller: Option<&Caller>,
-    status: axum::http::StatusCode,
-    error_code: Option<String>,
-    resource_id: Option<String>,
-) -> NewAuditRecord {
-    let severity = match status.as_u16() {
-        401 | 403 => Severity::Critical,
-        s if s >= 400 => Severity::Warning,
-        _ if matches!(
-            facts.policy.event_type,
-            "api_key.revoke" | "api_key.rotate" | "member.remove" | "user.password_change"
-        ) =>
-        {
-            Severity::Warning
-        }
-        _ => Severity::Info,
-    };
-    NewAuditRecord {
-        org_id: caller.map(|c| c.org_id.clone()),
-        actor_type: if caller.is_some() {
-            "api_key"
-        } else {
-            "anonymous"
-        }
-        .into(),
-        actor_id: caller.map(|c| c.key_id.clone()),
-        user_id: caller.and_then(|c| c.user_id.clone()),
-        category: facts.policy.category.into(),
-        event_type: facts.policy.event_type.into(),
-        severity,
-        outcome: if status.is_success() {
-            "success"
-        } else {
-            "failure"
-        }
-        .into(),
-        resource_type: facts.policy.resource_type.into(),
-        resource_id,
-        method: facts.method.clone(),
-        path: facts.route.clone(),
-        status_code: status.as_u16(),
-        error_code,
-        client_ip: facts.client_ip.clone(),
-        user_agent: facts.user_agent.clone(),
-        request_id: facts.request_id.clone(),
-    }
-}
-
-pub async fn pipeline(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+/// Runs a request of the route `route` (its template, e.g. `/v1/data-sources/{id}`) through
+/// the pipeline with the route's `policy`.
+pub async fn pipeline(
+    State((state, policy, route)): State<(AppState, Policy, Arc<str>)>,
+    mut req: Request,
+    next: Next,
+) -> Response {
     let method = req.method().clone();
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|m| m.as_str().to_string())
-        .unwrap_or_default();
     let request_id = request_id(req.headers());
     let client_ip = req
         .extensions()
@@ -115,12 +52,8 @@ pub async fn pipeline(State(state): State<AppState>, mut req: Request, next: Nex
     let path_id = path_id(&mut req).await;
     req.extensions_mut().insert(RequestId(request_id.clone()));
     let now = Timestamp::now();
+    let endpoint = format!("{method} {route}");
 
-    let Some(policy) = policy::lookup(&method, &route) else {
-        // A route without a declared policy is a programming error: refuse rather than expose it.
-        tracing::error!(%method, %route, "route has no policy");
-        return ApiError::Internal(format!("route {method} {route} has no policy")).into_response();
-    };
     // Only routes that allow it take the key from the query string (browser WebSockets).
     let query_token: Option<String> = policy
         .query_token
@@ -133,7 +66,8 @@ pub async fn pipeline(State(state): State<AppState>, mut req: Request, next: Nex
 
     let (caller, rate_state, mut refusal) = admit(
         &state,
-        policy,
+        &policy,
+        &endpoint,
         req.headers(),
         query_token.as_deref(),
         client_ip.as_deref(),
@@ -151,7 +85,7 @@ pub async fn pipeline(State(state): State<AppState>, mut req: Request, next: Nex
     let request = RequestFacts {
         policy,
         method: method.to_string(),
-        route: route.clone(),
+        route: route.to_string(),
         client_ip,
         user_agent,
         request_id: request_id.clone(),
@@ -162,7 +96,7 @@ pub async fn pipeline(State(state): State<AppState>, mut req: Request, next: Nex
             if let Some(c) = &caller {
                 req.extensions_mut().insert(c.clone());
             }
-            if policy::is_mutation(&method) {
+            if is_mutation(&method) {
                 req.extensions_mut().insert(request.clone());
             }
             next.run(req).await
@@ -171,10 +105,11 @@ pub async fn pipeline(State(state): State<AppState>, mut req: Request, next: Nex
 
     if let Some(c) = &caller {
         state
-            .usage
-            .record(&c.key_id, &c.org_id, &format!("{method} {route}"), now);
+            .app
+            .usage()
+            .record(&c.key_id, &c.org_id, &endpoint, now);
     }
-    if policy::is_mutation(&method) && response.extensions().get::<AuditCommitted>().is_none() {
+    if is_mutation(&method) && response.extensions().get::<AuditCommitted>().is_none() {
         let resource_id = response
             .extensions()
             .get::<AuditResource>()
@@ -199,8 +134,8 @@ pub async fn pipeline(State(state): State<AppState>, mut req: Request, next: Nex
             error_code,
             resource_id,
         );
-        if let Err(e) = state.store.insert_audit(&record).await {
-            tracing::error!(error = %e, request_id, "could not write the audit record");
+        if let Err(e) = state.app.record_audit(&record).await {
+            tracing::error!(error = %plantd_model::error_chain(&e), request_id, "could not write the audit record");
         }
     }
 
@@ -216,7 +151,8 @@ pub async fn pipeline(State(state): State<AppState>, mut req: Request, next: Nex
 /// window the headers describe, and the refusal if the request may not proceed.
 async fn admit(
     state: &AppState,
-    policy: &RoutePolicy,
+    policy: &Policy,
+    endpoint: &str,
     headers: &HeaderMap,
     query_token: Option<&str>,
     client_ip: Option<&str>,
@@ -239,28 +175,25 @@ async fn admit(
         Bucket {
             name: format!("key:{}", caller.key_id),
             label: "API key",
-            windows: windows(state.config.limits.key_requests(caller.tier)),
+            windows: request_windows(state.app.config().limits.key_requests(caller.tier)),
         },
         Bucket {
             name: format!("org:{}", caller.org_id),
             label: "organization",
-            windows: windows(state.config.limits.org_requests(caller.tier)),
+            windows: request_windows(state.app.config().limits.org_requests(caller.tier)),
         },
     ];
     if let Some(l) = policy.endpoint_limit {
         buckets.push(Bucket {
-            name: format!(
-                "endpoint:{}:{} {}",
-                caller.key_id, policy.method, policy.path
-            ),
+            name: format!("endpoint:{}:{endpoint}", caller.key_id),
             label: "endpoint",
-            windows: vec![crate::rate_limit::Window {
+            windows: vec![Window {
                 limit: l.limit,
                 window_secs: l.window_secs,
             }],
         });
     }
-    let ws = match state.limiter.check(&buckets, secs) {
+    let ws = match state.app.limiter().check(&buckets, secs) {
         Decision::Allowed(ws) => ws,
         Decision::Refused {
             state: ws,
@@ -282,7 +215,7 @@ async fn admit(
 }
 
 /// Counts a request without valid credentials against its client address's limit.
-pub(crate) fn anonymous_admit(
+pub fn anonymous_admit(
     state: &AppState,
     client_ip: Option<&str>,
     secs: i64,
@@ -290,12 +223,12 @@ pub(crate) fn anonymous_admit(
     let bucket = Bucket {
         name: format!("ip:{}", client_ip.unwrap_or("unknown")),
         label: "unauthenticated client",
-        windows: vec![crate::rate_limit::Window {
-            limit: state.config.anonymous_per_minute,
+        windows: vec![Window {
+            limit: state.app.config().anonymous_per_minute,
             window_secs: 60,
         }],
     };
-    match state.limiter.check(&[bucket], secs) {
+    match state.app.limiter().check(&[bucket], secs) {
         Decision::Allowed(s) => (s, None),
         Decision::Refused {
             state,
@@ -312,7 +245,7 @@ fn rate_limited(scope: &str, retry_after: u64) -> ApiError {
     }
 }
 
-/// Finds the key of a `Bearer` token: from the cache, else from the store.
+/// The caller of a `Bearer` token (or the query token where the route allows it).
 async fn authenticate(
     state: &AppState,
     headers: &HeaderMap,
@@ -341,46 +274,14 @@ async fn authenticate(
             ));
         }
     };
-    let hash = plantd_auth::hash_key(token);
-    let (key, tier) = match state.keys.get(&hash, state.config.key_cache_ttl) {
-        Some(hit) => hit,
-        None => lookup_key(state, &hash).await?,
-    };
-    match key.status(now) {
-        ApiKeyStatus::Active => Ok(Caller {
-            key_id: key.id,
-            org_id: key.org_id,
-            user_id: key.user_id,
-            scopes: key.scopes,
-            tier,
-        }),
-        ApiKeyStatus::Revoked => Err(ApiError::Authentication(
-            "this API key has been revoked".into(),
-        )),
-        ApiKeyStatus::Expired => Err(ApiError::Authentication("this API key has expired".into())),
-    }
+    Ok(state.app.authenticate(token, now).await?)
 }
 
-/// Reads a key and its organization's tier from the store and caches them.
-async fn lookup_key(
-    state: &AppState,
-    hash: &str,
-) -> Result<(plantd_model::api_key::ApiKey, plantd_model::Tier), ApiError> {
-    let key = state
-        .store
-        .api_key_by_hash(hash)
-        .await?
-        .ok_or_else(|| ApiError::Authentication("unknown API key".into()))?;
-    let tier = state.store.org(&key.org_id).await?.tier;
-    state.keys.put(hash.to_string(), key.clone(), tier);
-    Ok((key, tier))
-}
-
-pub(crate) fn set_rate_headers(headers: &mut HeaderMap, ws: WindowState) {
-    let text = |v: Option<u64>| v.map_or_else(|| "unlimited".to_string(), |n| n.to_string());
+/// The rate-limit headers of SPEC 8.4, always integers.
+pub fn set_rate_headers(headers: &mut HeaderMap, ws: WindowState) {
     let pairs = [
-        ("x-ratelimit-limit", text(ws.limit)),
-        ("x-ratelimit-remaining", text(ws.remaining)),
+        ("x-ratelimit-limit", ws.limit.to_string()),
+        ("x-ratelimit-remaining", ws.remaining.to_string()),
         ("x-ratelimit-reset", ws.reset.to_string()),
         ("x-ratelimit-window", ws.window_secs.to_string()),
     ];
@@ -418,16 +319,4 @@ async fn path_id(req: &mut Request) -> Option<String> {
         });
     *req = Request::from_parts(parts, body);
     id
-}
-
-/// Extracts the authenticated caller in handlers.
-impl<S: Send + Sync> FromRequestParts<S> for Caller {
-    type Rejection = ApiError;
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        parts
-            .extensions
-            .get::<Caller>()
-            .cloned()
-            .ok_or_else(|| ApiError::Authentication("authentication required".into()))
-    }
 }

@@ -11,8 +11,8 @@ use hyper::body::Bytes;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
-use super::telemetry::{body, create_keys, now_ms, post, post_answer, rfc3339};
-use super::{Options, connect, create_postgres_db, pct, request, start_server};
+use crate::harness::{Options, connect, create_postgres_db, pct, request, start_server};
+use crate::telemetry::{body, create_keys, now_ms, post, post_answer, rfc3339};
 
 const BATCH: usize = 1000;
 /// Batches per second per load connection (2 connections: about 100,000 points/s).

@@ -11,8 +11,8 @@ use hyper::body::Bytes;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
-use super::sim::{SimProcess, config, cpu_seconds, rss_mib};
-use super::{Options, Server, connect, create_postgres_db, start_server};
+use crate::harness::{Options, Server, connect, create_postgres_db, start_server};
+use crate::sim::{SimProcess, config, cpu_seconds, rss_mib};
 
 type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
 

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::Options;
+use crate::harness::Options;
 
 /// Clock ticks per second of /proc/<pid>/stat times.
 const TICKS: f64 = 100.0;

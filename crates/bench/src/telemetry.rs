@@ -9,7 +9,7 @@ use hyper::body::Bytes;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use super::{Options, Server, connect, create_postgres_db, pct, start_server};
+use crate::harness::{Options, Server, connect, create_postgres_db, pct, start_server};
 
 const DAY: i64 = 86_400_000;
 /// Keys per ingest connection (the endpoint limit is per key).
@@ -229,7 +229,7 @@ async fn get_latencies(
     connections: usize,
     duration: Duration,
 ) -> Result<Figure> {
-    let r = super::load(addr, key, path, connections, duration).await?;
+    let r = crate::harness::load(addr, key, path, connections, duration).await?;
     if r.errors > 0 {
         bail!("{} errors on GET {path}", r.errors);
     }
@@ -414,7 +414,8 @@ pub async fn run(o: &Options) -> Result<()> {
         for _ in 0..20 {
             let t = Instant::now();
             let s =
-                super::request(&mut sender, "GET", &server.addr, &query, &keys[0], None).await?;
+                crate::harness::request(&mut sender, "GET", &server.addr, &query, &keys[0], None)
+                    .await?;
             if s != 200 {
                 bail!("aggregation query answered {s}");
             }

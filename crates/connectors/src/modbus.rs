@@ -14,8 +14,8 @@ use std::time::Duration;
 use tokio_modbus::client::{Context, Reader};
 use tokio_modbus::{ExceptionCode, Slave};
 
-use crate::Sink;
 use crate::net::{dial, host_port};
+use crate::sink::Sink;
 
 /// Registers one read request may cover (Modbus allows 125).
 const MAX_WORDS: u16 = 125;

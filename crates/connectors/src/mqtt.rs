@@ -28,8 +28,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::Sink;
 use crate::net::{describe_io_error, host_port};
+use crate::sink::Sink;
 
 /// Distinct asset/tag pairs counted as `tag_count` at most.
 const MAX_COUNTED_TAGS: usize = 100_000;
@@ -364,7 +364,7 @@ pub async fn probe(c: &MqttConfig) -> Result<String, String> {
     let (mut opts, addr) = options(c, &format!("plantd-test-{}", std::process::id()))?;
     opts.set_clean_session(true);
     let (client, mut events) = AsyncClient::new(opts, 4);
-    let outcome = tokio::time::timeout(crate::PROBE_TIMEOUT, async {
+    let outcome = tokio::time::timeout(crate::net::PROBE_TIMEOUT, async {
         loop {
             match events.poll().await {
                 Ok(Event::Incoming(Packet::ConnAck(ack))) => {
@@ -385,7 +385,7 @@ pub async fn probe(c: &MqttConfig) -> Result<String, String> {
         }
     })
     .await
-    .unwrap_or_else(|_| Err(crate::timed_out(&addr)));
+    .unwrap_or_else(|_| Err(crate::net::timed_out(&addr)));
     let _ = client.try_disconnect();
     outcome
 }

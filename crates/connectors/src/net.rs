@@ -58,3 +58,14 @@ pub fn describe_io_error(e: &std::io::Error, addr: &str) -> String {
         _ => format!("could not connect to {addr}: {e}"),
     }
 }
+
+/// How long a connection test may take in all.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What a connection test that ran out of time says.
+pub(crate) fn timed_out(target: &str) -> String {
+    format!(
+        "no answer from {target} within {} s (timed out)",
+        PROBE_TIMEOUT.as_secs()
+    )
+}

@@ -36,8 +36,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
 
-use crate::Sink;
 use crate::net::{dial, host_port};
+use crate::sink::Sink;
 
 /// Each step of connecting (dial, endpoints, session) may take this long.
 const STEP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -605,9 +605,9 @@ pub async fn probe(c: &OpcuaConfig, pki_dir: &Path) -> Result<String, String> {
             conn.security
         ))
     };
-    tokio::time::timeout(crate::PROBE_TIMEOUT * 2, attempt)
+    tokio::time::timeout(crate::net::PROBE_TIMEOUT * 2, attempt)
         .await
-        .unwrap_or_else(|_| Err(crate::timed_out(&c.endpoint)))
+        .unwrap_or_else(|_| Err(crate::net::timed_out(&c.endpoint)))
 }
 
 #[cfg(test)]

@@ -38,6 +38,205 @@ impl Severity {
     }
 }
 
+/// The area of the product an audit record belongs to (`categories=` filter of the audit log).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AuditCategory {
+    System,
+    DataSources,
+    Alerts,
+    Webhooks,
+    Telemetry,
+    Stream,
+    ApiKeys,
+    Organization,
+    Members,
+    Users,
+    Audit,
+}
+
+impl AuditCategory {
+    pub const ALL: [AuditCategory; 11] = [
+        AuditCategory::System,
+        AuditCategory::DataSources,
+        AuditCategory::Alerts,
+        AuditCategory::Webhooks,
+        AuditCategory::Telemetry,
+        AuditCategory::Stream,
+        AuditCategory::ApiKeys,
+        AuditCategory::Organization,
+        AuditCategory::Members,
+        AuditCategory::Users,
+        AuditCategory::Audit,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuditCategory::System => "system",
+            AuditCategory::DataSources => "data_sources",
+            AuditCategory::Alerts => "alerts",
+            AuditCategory::Webhooks => "webhooks",
+            AuditCategory::Telemetry => "telemetry",
+            AuditCategory::Stream => "stream",
+            AuditCategory::ApiKeys => "api_keys",
+            AuditCategory::Organization => "organization",
+            AuditCategory::Members => "members",
+            AuditCategory::Users => "users",
+            AuditCategory::Audit => "audit",
+        }
+    }
+}
+
+/// Declares [`AuditEvent`]: one line per event with its name, category, resource type and the
+/// severity of a successful call.
+macro_rules! audit_events {
+    ($($variant:ident => $name:literal, $category:ident, $resource:literal, $severity:ident;)*) => {
+        /// What a request attempted, as recorded in the audit log (`event_type`). Every route
+        /// names one; its category, resource type and severity follow from it.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum AuditEvent {
+            $($variant,)*
+        }
+
+        impl AuditEvent {
+            pub const ALL: &[AuditEvent] = &[$(AuditEvent::$variant,)*];
+
+            /// The recorded name: `data_source.create`, `api_key.rotate`, ...
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(AuditEvent::$variant => $name,)*
+                }
+            }
+
+            pub fn category(self) -> AuditCategory {
+                match self {
+                    $(AuditEvent::$variant => AuditCategory::$category,)*
+                }
+            }
+
+            /// The kind of resource acted on (`resource_type`).
+            pub fn resource_type(self) -> &'static str {
+                match self {
+                    $(AuditEvent::$variant => $resource,)*
+                }
+            }
+
+            /// The severity of a successful call: `warning` for acts that take access away or
+            /// change credentials; refusals are graded by [`Severity::of_refusal`].
+            pub fn severity(self) -> Severity {
+                match self {
+                    $(AuditEvent::$variant => Severity::$severity,)*
+                }
+            }
+        }
+    };
+}
+
+audit_events! {
+    HealthRead => "health.read", System, "health", Info;
+    OpenapiRead => "openapi.read", System, "openapi", Info;
+    DocsRead => "docs.read", System, "docs", Info;
+    StatusRead => "status.read", System, "status", Info;
+
+    DataSourceList => "data_source.list", DataSources, "data_source", Info;
+    DataSourceCreate => "data_source.create", DataSources, "data_source", Info;
+    DataSourceRead => "data_source.read", DataSources, "data_source", Info;
+    DataSourceUpdate => "data_source.update", DataSources, "data_source", Info;
+    DataSourceDelete => "data_source.delete", DataSources, "data_source", Info;
+    DataSourceTest => "data_source.test", DataSources, "data_source", Info;
+
+    AlertRuleList => "alert_rule.list", Alerts, "alert_rule", Info;
+    AlertRuleCreate => "alert_rule.create", Alerts, "alert_rule", Info;
+    AlertRuleRead => "alert_rule.read", Alerts, "alert_rule", Info;
+    AlertRuleUpdate => "alert_rule.update", Alerts, "alert_rule", Info;
+    AlertRuleDelete => "alert_rule.delete", Alerts, "alert_rule", Info;
+    AlertRuleEnable => "alert_rule.enable", Alerts, "alert_rule", Info;
+    AlertRuleDisable => "alert_rule.disable", Alerts, "alert_rule", Info;
+    AlertList => "alert.list", Alerts, "alert", Info;
+    AlertCreate => "alert.create", Alerts, "alert", Info;
+    AlertAcknowledge => "alert.acknowledge", Alerts, "alert", Info;
+    AlertResolve => "alert.resolve", Alerts, "alert", Info;
+    NotificationList => "notification.list", Alerts, "notification", Info;
+
+    WebhookList => "webhook.list", Webhooks, "webhook", Info;
+    WebhookCreate => "webhook.create", Webhooks, "webhook", Info;
+    WebhookRead => "webhook.read", Webhooks, "webhook", Info;
+    WebhookUpdate => "webhook.update", Webhooks, "webhook", Info;
+    WebhookDelete => "webhook.delete", Webhooks, "webhook", Info;
+    WebhookDeliveries => "webhook.deliveries", Webhooks, "webhook", Info;
+
+    TelemetryIngest => "telemetry.ingest", Telemetry, "telemetry", Info;
+    TelemetryQuery => "telemetry.query", Telemetry, "telemetry", Info;
+    TelemetryLatest => "telemetry.latest", Telemetry, "telemetry", Info;
+    StreamOpen => "stream.open", Stream, "stream", Info;
+
+    ApiKeyList => "api_key.list", ApiKeys, "api_key", Info;
+    ApiKeyCreate => "api_key.create", ApiKeys, "api_key", Info;
+    ApiKeyRevoke => "api_key.revoke", ApiKeys, "api_key", Warning;
+    ApiKeyRotate => "api_key.rotate", ApiKeys, "api_key", Warning;
+    ApiKeyUsage => "api_key.usage", ApiKeys, "api_key", Info;
+
+    OrganizationRead => "organization.read", Organization, "organization", Info;
+    OrganizationUpdate => "organization.update", Organization, "organization", Info;
+    OrganizationUsage => "organization.usage", Organization, "organization", Info;
+    NotificationSettingsRead => "notification_settings.read", Organization, "notification_settings", Info;
+    NotificationSettingsUpdate => "notification_settings.update", Organization, "notification_settings", Info;
+    MemberList => "member.list", Members, "member", Info;
+    MemberInvite => "member.invite", Members, "member", Info;
+    MemberRemove => "member.remove", Members, "member", Warning;
+
+    UserRead => "user.read", Users, "user", Info;
+    UserUpdate => "user.update", Users, "user", Info;
+    UserPasswordChange => "user.password_change", Users, "user", Warning;
+
+    AuditList => "audit.list", Audit, "audit_log", Info;
+    AuditRead => "audit.read", Audit, "audit_log", Info;
+    AuditSummary => "audit.summary", Audit, "audit_log", Info;
+    AuditExport => "audit.export", Audit, "audit_log", Info;
+}
+
+impl Severity {
+    /// The severity of a refused request: failed authentication or authorization is critical,
+    /// any other refusal a warning.
+    pub fn of_refusal(status: u16) -> Severity {
+        match status {
+            401 | 403 => Severity::Critical,
+            _ => Severity::Warning,
+        }
+    }
+}
+
+/// Who made an audited request (`actor_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ActorType {
+    ApiKey,
+    Anonymous,
+}
+
+impl ActorType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActorType::ApiKey => "api_key",
+            ActorType::Anonymous => "anonymous",
+        }
+    }
+}
+
+/// Whether an audited request succeeded (`outcome`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Success,
+    Failure,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Success => "success",
+            Outcome::Failure => "failure",
+        }
+    }
+}
+
 #[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct AuditRecord {
     pub id: String,
@@ -65,4 +264,34 @@ pub struct AuditRecord {
     pub client_ip: Option<String>,
     pub user_agent: Option<String>,
     pub request_id: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn event_names_are_unique_and_name_their_resource() {
+        let names: HashSet<_> = AuditEvent::ALL.iter().map(|e| e.name()).collect();
+        assert_eq!(names.len(), AuditEvent::ALL.len());
+        for e in AuditEvent::ALL {
+            let (resource, action) = e.name().split_once('.').expect("resource.action");
+            assert!(!action.is_empty(), "{}", e.name());
+            // The name starts with its resource (audit reads are `audit.*` on `audit_log`).
+            assert!(
+                e.resource_type().starts_with(resource),
+                "{} / {}",
+                e.name(),
+                e.resource_type()
+            );
+        }
+        assert_eq!(AuditEvent::ApiKeyRevoke.severity(), Severity::Warning);
+        assert_eq!(
+            AuditEvent::DataSourceCreate.category().as_str(),
+            "data_sources"
+        );
+        assert_eq!(Severity::of_refusal(403), Severity::Critical);
+        assert_eq!(Severity::of_refusal(409), Severity::Warning);
+    }
 }

@@ -4,6 +4,8 @@ pub mod alert;
 pub mod api_key;
 pub mod audit;
 pub mod data_source;
+pub mod errors;
+pub mod event;
 pub mod org;
 pub mod page;
 pub mod scope;
@@ -12,6 +14,7 @@ pub mod tier;
 pub mod timestamp;
 pub mod validation;
 
+pub use errors::error_chain;
 pub use scope::Scope;
 pub use tier::Tier;
 pub use timestamp::Timestamp;

@@ -281,6 +281,28 @@ pub fn check_time(t: Timestamp, now: Timestamp, oldest: Timestamp) -> Result<(),
     }
 }
 
+/// Checks a point that did not come through a request body (connectors) with the rules of
+/// [`validate_points`]: names, a finite value, a timestamp within the accepted range. The
+/// message names the point.
+pub fn check_point(p: &Point, now: Timestamp, oldest: Timestamp) -> Result<(), String> {
+    check_name(&p.asset_id).map_err(|e| format!("asset_id '{}' {e}", p.asset_id))?;
+    check_name(&p.tag_name).map_err(|e| format!("tag_name '{}' {e}", p.tag_name))?;
+    if !p.value.is_finite() {
+        return Err(format!(
+            "{}/{} is not a finite number",
+            p.asset_id, p.tag_name
+        ));
+    }
+    check_time(p.timestamp, now, oldest).map_err(|e| {
+        format!(
+            "{}/{} stamped {}: {e}",
+            p.asset_id,
+            p.tag_name,
+            p.timestamp.to_rfc3339()
+        )
+    })
+}
+
 /// Aggregation functions of `GET /v1/telemetry`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]

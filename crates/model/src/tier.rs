@@ -50,6 +50,11 @@ impl FromStr for Tier {
     }
 }
 
+/// How an open limit ("custom", unlimited by default) is counted and shown: the largest value
+/// every client's integer type reads (2^31 - 1), so rate-limit headers and usage figures are
+/// always integers (SPEC 8.4).
+pub const UNLIMITED: u64 = 2_147_483_647;
+
 /// Request limits per window; `None` is unlimited.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

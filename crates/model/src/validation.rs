@@ -77,6 +77,15 @@ impl Validator {
     }
 }
 
+/// Field errors in one line: `name: must not be empty; email: must be an email address ...`.
+pub fn describe(errors: &[FieldError]) -> String {
+    errors
+        .iter()
+        .map(|e| format!("{}: {}", e.field, e.message))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// Minimum length of a user password.
 pub const MIN_PASSWORD_LEN: usize = 8;
 

@@ -88,7 +88,7 @@ impl StorageConfig {
 pub struct ServeConfig {
     pub listen: SocketAddr,
     pub storage: StorageConfig,
-    pub api: plantd_api::ApiConfig,
+    pub api: plantd_app::AppConfig,
 }
 
 impl ServeConfig {
@@ -104,7 +104,7 @@ impl ServeConfig {
             Ok(addr) => addr,
             Err(_) => bail!("--listen '{listen_text}' is not an address such as 127.0.0.1:8000"),
         };
-        let defaults = plantd_api::ApiConfig::default();
+        let defaults = plantd_app::AppConfig::default();
         let telemetry = file.telemetry.unwrap_or_default();
         let retention = telemetry.retention.unwrap_or_default();
         retention.check().map_err(anyhow::Error::msg)?;
@@ -126,7 +126,7 @@ impl ServeConfig {
             }
             None => None,
         };
-        let api = plantd_api::ApiConfig {
+        let api = plantd_app::AppConfig {
             limits: file.limits.unwrap_or_default(),
             anonymous_per_minute: file
                 .anonymous_requests_per_minute

@@ -2,11 +2,12 @@
 //! commands that work beside a running server on the same database.
 
 mod config;
+mod signals;
 mod sim;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use plantd_api::operator;
+use plantd_app::operator;
 use plantd_model::org::Role;
 use plantd_model::{Scope, Tier, Timestamp, scope};
 use std::path::PathBuf;
@@ -312,33 +313,10 @@ async fn serve(cfg: ServeConfig, store: plantd_store::Store) -> anyhow::Result<(
         );
     }
     tracing::info!(%addr, "serving");
-    plantd_api::serve(listener, store.clone(), cfg.api, shutdown_signal()).await?;
+    plantd_api::serve(listener, store.clone(), cfg.api, signals::shutdown()).await?;
     store.close().await;
     tracing::info!("stopped");
     Ok(())
-}
-
-/// Completes on SIGINT (Ctrl-C) or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {}
-        _ = term => {}
-    }
-    tracing::info!("shutdown signal received; finishing requests in flight");
 }
 
 #[cfg(test)]

@@ -131,7 +131,7 @@ pub async fn run(command: SimCommand) -> anyhow::Result<()> {
                 seed: seed.unwrap_or_else(rand_seed),
                 pki_dir: pki_dir.unwrap_or_else(|| PathBuf::from("pki-sim")),
             };
-            plantd_sim::server::run(config, options, crate::shutdown_signal())
+            plantd_sim::server::run(config, options, crate::signals::shutdown())
                 .await
                 .map_err(anyhow::Error::msg)
         }

@@ -2,6 +2,7 @@
 //! held by a unique index, so that no race between evaluations opens two.
 
 use plantd_model::alert::{Alert, AlertRule, AlertStatus, Condition, Operator, Severity};
+use plantd_model::event::EventType;
 use plantd_model::{Timestamp, new_id};
 use sqlx::Row;
 use sqlx::any::AnyRow;
@@ -39,7 +40,7 @@ async fn record_event(
     conn: &mut sqlx::AnyConnection,
     org_id: &str,
     alert_id: &str,
-    event: &str,
+    event: EventType,
 ) -> Result<Alert> {
     let row = sqlx::query("SELECT * FROM alerts WHERE org_id = $1 AND id = $2")
         .bind(org_id)
@@ -55,8 +56,8 @@ async fn record_event(
     .bind(org_id)
     .bind(alert_id)
     .bind(&alert.rule_id)
-    .bind(event)
-    .bind(serde_json::to_string(&alert).map_err(|e| StoreError::Corrupt(e.to_string()))?)
+    .bind(event.as_str())
+    .bind(serde_json::to_string(&alert)?)
     .bind(Timestamp::now().millis())
     .execute(&mut *conn)
     .await?;
@@ -85,8 +86,7 @@ fn rule_from_row(row: &AnyRow) -> Result<AlertRule> {
             duration_seconds: row.try_get("duration_seconds")?,
             max_gap_seconds: row.try_get("max_gap_seconds")?,
         },
-        notifications: serde_json::from_str(&notifications)
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        notifications: serde_json::from_str(&notifications)?,
         enabled: row.try_get::<i64, _>("enabled")? != 0,
         auto_resolve: row.try_get::<i64, _>("auto_resolve")? != 0,
         created_at: Timestamp::from_millis(row.try_get("created_at")?),
@@ -256,7 +256,7 @@ impl Store {
         .await?;
         let mut resolved = Vec::with_capacity(open.len());
         for a in open {
-            resolved.push(record_event(&mut tx, org_id, &a, "alert.resolved").await?);
+            resolved.push(record_event(&mut tx, org_id, &a, EventType::AlertResolved).await?);
         }
         tx.commit().await?;
         Ok(resolved)
@@ -287,7 +287,8 @@ impl Store {
         if inserted.rows_affected() == 0 {
             return Ok(None);
         }
-        let opened = record_event(&mut tx, &alert.org_id, &alert.id, "alert.triggered").await?;
+        let opened =
+            record_event(&mut tx, &alert.org_id, &alert.id, EventType::AlertTriggered).await?;
         tx.commit().await?;
         Ok(Some(opened))
     }
@@ -410,9 +411,9 @@ impl Store {
             return Ok(None);
         }
         let event = if to == AlertStatus::Acknowledged {
-            "alert.acknowledged"
+            EventType::AlertAcknowledged
         } else {
-            "alert.resolved"
+            EventType::AlertResolved
         };
         let alert = record_event(&mut tx, org_id, id, event).await?;
         tx.commit().await?;
@@ -445,7 +446,7 @@ impl Store {
         .bind(&id)
         .execute(&mut *tx)
         .await?;
-        let alert = record_event(&mut tx, &org_id, &id, "alert.resolved").await?;
+        let alert = record_event(&mut tx, &org_id, &id, EventType::AlertResolved).await?;
         tx.commit().await?;
         Ok(Some(alert))
     }

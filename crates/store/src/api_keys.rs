@@ -228,15 +228,19 @@ impl Store {
         })
     }
 
-    /// Requests an organization made on a UTC day (`YYYY-MM-DD`).
-    pub async fn org_requests_on(&self, org_id: &str, day: &str) -> Result<u64> {
-        let n: Option<i64> =
-            sqlx::query("SELECT CAST(SUM(requests) AS BIGINT) AS n FROM api_key_usage WHERE org_id = $1 AND day = $2")
-                .bind(org_id)
-                .bind(day)
-                .fetch_one(self.pool())
-                .await?
-                .try_get("n")?;
+    /// Requests an organization made on a UTC day (`YYYY-MM-DD`); with `key_id`, those of that
+    /// key only.
+    pub async fn requests_on(&self, org_id: &str, key_id: Option<&str>, day: &str) -> Result<u64> {
+        let sql = if key_id.is_some() {
+            "SELECT CAST(SUM(requests) AS BIGINT) AS n FROM api_key_usage WHERE org_id = $1 AND day = $2 AND key_id = $3"
+        } else {
+            "SELECT CAST(SUM(requests) AS BIGINT) AS n FROM api_key_usage WHERE org_id = $1 AND day = $2"
+        };
+        let mut q = sqlx::query(sql).bind(org_id).bind(day);
+        if let Some(k) = key_id {
+            q = q.bind(k);
+        }
+        let n: Option<i64> = q.fetch_one(self.pool()).await?.try_get("n")?;
         Ok(n.unwrap_or(0) as u64)
     }
 }

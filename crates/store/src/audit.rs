@@ -8,29 +8,8 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 use std::collections::BTreeMap;
 
+use crate::audit_writer::{self, NewAuditRecord};
 use crate::{Arg, Result, Store, StoreError, Where, like_pattern};
-
-/// What the request pipeline knows of a finished mutation.
-#[derive(Clone, Debug)]
-pub struct NewAuditRecord {
-    pub org_id: Option<String>,
-    pub actor_type: String,
-    pub actor_id: Option<String>,
-    pub user_id: Option<String>,
-    pub category: String,
-    pub event_type: String,
-    pub severity: Severity,
-    pub outcome: String,
-    pub resource_type: String,
-    pub resource_id: Option<String>,
-    pub method: String,
-    pub path: String,
-    pub status_code: u16,
-    pub error_code: Option<String>,
-    pub client_ip: Option<String>,
-    pub user_agent: Option<String>,
-    pub request_id: String,
-}
 
 /// Filters of `GET /audit/logs`; empty lists and `None` filter nothing.
 #[derive(Clone, Debug, Default)]
@@ -157,23 +136,12 @@ impl Store {
     /// written together by one writer task, in one transaction (one fsync for all of them),
     /// so that auditing every mutation does not put a commit of its own on each request.
     pub async fn insert_audit(&self, r: &NewAuditRecord) -> Result<String> {
-        let queue = self.audit_writer.get_or_init(|| {
-            let (tx, rx) = tokio::sync::mpsc::channel(AUDIT_QUEUE);
-            // The writer's handle has a queue of its own (never used), so that it does not keep
-            // this queue open after the last handle is gone.
-            let mut writer = self.clone();
-            writer.audit_writer = Default::default();
-            tokio::spawn(run_audit_writer(writer, rx));
-            tx
-        });
+        // The writer holds the database only, so it ends when the last handle's queue is gone.
+        let queue = self
+            .audit_writer
+            .get_or_init(|| audit_writer::spawn(self.db.clone()));
         let id = new_id();
-        let (reply, outcome) = tokio::sync::oneshot::channel();
-        let gone = || StoreError::Corrupt("the audit writer stopped before answering".into());
-        queue
-            .send((id.clone(), r.clone(), Timestamp::now().millis(), reply))
-            .await
-            .map_err(|_| gone())?;
-        outcome.await.map_err(|_| gone())??;
+        audit_writer::write(queue, id.clone(), r, Timestamp::now().millis()).await?;
         Ok(id)
     }
 
@@ -278,107 +246,4 @@ impl Store {
                 .collect(),
         })
     }
-}
-
-/// A record waiting for the audit writer: id, record, time, and where to answer.
-type AuditJob = (
-    String,
-    NewAuditRecord,
-    i64,
-    tokio::sync::oneshot::Sender<std::result::Result<(), StoreError>>,
-);
-pub(crate) type AuditQueue = tokio::sync::mpsc::Sender<AuditJob>;
-
-/// Records that may wait for the audit writer before callers wait to queue.
-const AUDIT_QUEUE: usize = 1024;
-/// Records per INSERT (19 parameters each).
-const AUDIT_ROWS_PER_INSERT: usize = 50;
-
-/// Writes every record queued behind the first in one transaction, then answers each.
-async fn run_audit_writer(store: Store, mut rx: tokio::sync::mpsc::Receiver<AuditJob>) {
-    while let Some(first) = rx.recv().await {
-        let mut jobs = vec![first];
-        while jobs.len() < 500 {
-            match rx.try_recv() {
-                Ok(job) => jobs.push(job),
-                Err(_) => break,
-            }
-        }
-        let outcome = write_audit_group(&store, &jobs).await;
-        if let Err(e) = &outcome {
-            tracing::error!(error = %e, records = jobs.len(), "could not write audit records");
-        }
-        for (_, _, _, reply) in jobs {
-            let _ = reply.send(match &outcome {
-                Ok(()) => Ok(()),
-                Err(e) => Err(StoreError::Corrupt(format!("audit write failed: {e}"))),
-            });
-        }
-    }
-}
-
-async fn write_audit_group(store: &Store, jobs: &[AuditJob]) -> Result<()> {
-    let mut tx = store.begin_write().await?;
-    let rows: Vec<(&str, &NewAuditRecord, i64)> = jobs
-        .iter()
-        .map(|(id, r, ts, _)| (id.as_str(), r, *ts))
-        .collect();
-    insert_audit_rows(&mut tx, store.backend(), &rows).await?;
-    tx.commit().await?;
-    Ok(())
-}
-
-/// Inserts audit records `(id, record, time)` inside a write transaction: the audit writer's,
-/// or the telemetry writer's, which stores an ingest's record with its points.
-pub async fn insert_audit_rows(
-    tx: &mut crate::WriteTx,
-    backend: crate::Backend,
-    rows: &[(&str, &NewAuditRecord, i64)],
-) -> std::result::Result<(), sqlx::Error> {
-    let sqlite = backend == crate::Backend::Sqlite;
-    for chunk in rows.chunks(AUDIT_ROWS_PER_INSERT) {
-        let mut sql = String::from(
-            "INSERT INTO audit_logs (id, org_id, ts, actor_type, actor_id, user_id, category, event_type, severity, \
-             outcome, resource_type, resource_id, method, path, status_code, error_code, client_ip, user_agent, request_id) VALUES ",
-        );
-        for i in 0..chunk.len() {
-            sql.push_str(if i == 0 { "(" } else { ", (" });
-            for k in 1..=19 {
-                if k > 1 {
-                    sql.push_str(", ");
-                }
-                if sqlite {
-                    sql.push('?');
-                } else {
-                    sql.push_str(&format!("${}", i * 19 + k));
-                }
-            }
-            sql.push(')');
-        }
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for (id, r, ts) in chunk {
-            q = q
-                .bind(*id)
-                .bind(r.org_id.clone())
-                .bind(*ts)
-                .bind(&r.actor_type)
-                .bind(r.actor_id.clone())
-                .bind(r.user_id.clone())
-                .bind(&r.category)
-                .bind(&r.event_type)
-                .bind(r.severity.as_str())
-                .bind(&r.outcome)
-                .bind(&r.resource_type)
-                .bind(r.resource_id.clone())
-                .bind(&r.method)
-                .bind(&r.path)
-                .bind(i32::from(r.status_code))
-                .bind(r.error_code.clone())
-                .bind(r.client_ip.clone())
-                .bind(r.user_agent.clone())
-                .bind(&r.request_id);
-        }
-        q.execute(&mut **tx).await?;
-    }
-    Ok(())
 }

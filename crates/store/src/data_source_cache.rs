@@ -15,6 +15,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::notify;
+
 pub(crate) const CHANNEL: &str = "plantd_data_sources";
 
 #[derive(Debug)]
@@ -88,10 +90,10 @@ impl DataSourceCache {
 /// Listens for other nodes' data source writes on PostgreSQL until the cache is dropped.
 pub(crate) fn spawn_listener(url: String, cache: &Arc<DataSourceCache>) {
     let alive = cache.alive.subscribe();
-    crate::notify::spawn_listener(url, CHANNEL, cache, alive);
+    notify::spawn_listener(url, CHANNEL, cache, alive);
 }
 
-impl crate::notify::NotifyTarget for DataSourceCache {
+impl notify::NotifyTarget for DataSourceCache {
     fn reset(&self, trusted: bool) {
         DataSourceCache::reset(self, trusted);
     }

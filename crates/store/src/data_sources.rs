@@ -57,7 +57,7 @@ fn from_row(row: &AnyRow) -> Result<DataSource> {
         tag_count: row.try_get("tag_count")?,
         enabled: row.try_get::<i64, _>("enabled")? != 0,
         last_error: row.try_get("last_error")?,
-        config: serde_json::from_str(&config).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        config: serde_json::from_str(&config)?,
         created_at: Timestamp::from_millis(row.try_get("created_at")?),
         updated_at: Timestamp::from_millis(row.try_get("updated_at")?),
     })

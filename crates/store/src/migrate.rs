@@ -1,68 +1,88 @@
-//! Embedded, per-backend migrations applied at start, each once, in a transaction.
+//! Embedded migrations applied at start, each once, in a transaction: one file per version in
+//! `migrations/` where both backends take the same SQL, one per backend in
+//! `migrations/{sqlite,postgres}/` where they differ.
 
-use crate::{Backend, Result, Store, StoreError};
+use crate::backend::Backend;
+use crate::error::{Result, StoreError};
 use plantd_model::Timestamp;
 use sqlx::Row;
 
-struct Migration {
-    version: i64,
-    sqlite: &'static str,
-    postgres: &'static str,
+/// The SQL of one version: the same for both backends, or one text per backend where they
+/// differ (row ids, `WITHOUT ROWID`, table rebuilds that PostgreSQL does with `ALTER`).
+enum Sql {
+    Both(&'static str),
+    PerBackend {
+        sqlite: &'static str,
+        postgres: &'static str,
+    },
 }
 
+struct Migration {
+    version: i64,
+    sql: Sql,
+}
+
+/// `migrations/NNNN_name.sql` for both backends.
+macro_rules! both {
+    ($version:literal, $file:literal) => {
+        Migration {
+            version: $version,
+            sql: Sql::Both(include_str!(concat!("../migrations/", $file))),
+        }
+    };
+}
+
+/// `migrations/sqlite/NNNN_name.sql` and `migrations/postgres/NNNN_name.sql`.
+macro_rules! per_backend {
+    ($version:literal, $file:literal) => {
+        Migration {
+            version: $version,
+            sql: Sql::PerBackend {
+                sqlite: include_str!(concat!("../migrations/sqlite/", $file)),
+                postgres: include_str!(concat!("../migrations/postgres/", $file)),
+            },
+        }
+    };
+}
+
+/// Every version, in order. A database records the versions it has applied
+/// (`plantd_migrations`), so moving a file between `migrations/` and the per-backend folders
+/// changes nothing for a database that has it; only its text matters for new databases.
 const MIGRATIONS: &[Migration] = &[
-    Migration {
-        version: 1,
-        sqlite: include_str!("../migrations/sqlite/0001_foundation.sql"),
-        postgres: include_str!("../migrations/postgres/0001_foundation.sql"),
-    },
-    Migration {
-        version: 2,
-        sqlite: include_str!("../migrations/sqlite/0002_telemetry.sql"),
-        postgres: include_str!("../migrations/postgres/0002_telemetry.sql"),
-    },
-    Migration {
-        version: 3,
-        sqlite: include_str!("../migrations/sqlite/0003_connectors.sql"),
-        postgres: include_str!("../migrations/postgres/0003_connectors.sql"),
-    },
-    Migration {
-        version: 4,
-        sqlite: include_str!("../migrations/sqlite/0004_alerts.sql"),
-        postgres: include_str!("../migrations/postgres/0004_alerts.sql"),
-    },
-    Migration {
-        version: 5,
-        sqlite: include_str!("../migrations/sqlite/0005_webhooks.sql"),
-        postgres: include_str!("../migrations/postgres/0005_webhooks.sql"),
-    },
-    Migration {
-        version: 6,
-        sqlite: include_str!("../migrations/sqlite/0006_notifications.sql"),
-        postgres: include_str!("../migrations/postgres/0006_notifications.sql"),
-    },
+    both!(1, "0001_foundation.sql"),
+    per_backend!(2, "0002_telemetry.sql"),
+    // SQLite reads the BIGINT of this file as it read the INTEGER an earlier copy said: both
+    // have integer affinity.
+    both!(3, "0003_connectors.sql"),
+    both!(4, "0004_alerts.sql"),
+    both!(5, "0005_webhooks.sql"),
+    both!(6, "0006_notifications.sql"),
 ];
 
-pub(crate) async fn run(store: &Store) -> Result<()> {
+/// The newest schema version this build knows.
+pub(crate) const LATEST_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].version;
+
+pub(crate) async fn run(pool: &sqlx::AnyPool, backend: Backend) -> Result<()> {
     sqlx::raw_sql(
         "CREATE TABLE IF NOT EXISTS plantd_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)",
     )
-    .execute(store.pool())
+    .execute(pool)
     .await?;
     for m in MIGRATIONS {
         let applied = sqlx::query("SELECT COUNT(*) AS n FROM plantd_migrations WHERE version = $1")
             .bind(m.version)
-            .fetch_one(store.pool())
+            .fetch_one(pool)
             .await?
             .try_get::<i64, _>("n")?;
         if applied > 0 {
             continue;
         }
-        let sql = match store.backend() {
-            Backend::Sqlite => m.sqlite,
-            Backend::Postgres => m.postgres,
+        let sql = match (&m.sql, backend) {
+            (Sql::Both(sql), _) => *sql,
+            (Sql::PerBackend { sqlite, .. }, Backend::Sqlite) => *sqlite,
+            (Sql::PerBackend { postgres, .. }, Backend::Postgres) => *postgres,
         };
-        let mut tx = store.pool().begin().await?;
+        let mut tx = pool.begin().await?;
         sqlx::raw_sql(sql).execute(&mut *tx).await?;
         let recorded =
             sqlx::query("INSERT INTO plantd_migrations (version, applied_at) VALUES ($1, $2)")
@@ -78,5 +98,6 @@ pub(crate) async fn run(store: &Store) -> Result<()> {
         }
         tracing::info!(version = m.version, "applied migration");
     }
+    tracing::debug!(version = LATEST_VERSION, "database schema is current");
     Ok(())
 }

@@ -7,11 +7,12 @@
 //! committed change goes unannounced, none is announced twice, and several nodes may dispatch
 //! side by side (the delete decides who does).
 
+use plantd_model::event::EventType;
 use plantd_model::{Timestamp, new_id};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use crate::{Result, Store, StoreError};
+use crate::{Result, Store, event_column};
 
 /// An organization's notification settings (defaults: nobody, no Slack).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -28,8 +29,7 @@ pub struct AlertEvent {
     pub org_id: String,
     pub alert_id: String,
     pub rule_id: String,
-    /// alert.triggered, alert.acknowledged or alert.resolved
-    pub event: String,
+    pub event: EventType,
     /// The alert as JSON, as it was after the change.
     pub payload: String,
     pub created_at: Timestamp,
@@ -51,7 +51,7 @@ pub struct Notification {
     pub id: String,
     pub org_id: String,
     pub alert_id: String,
-    pub event: String,
+    pub event: EventType,
     pub channel: String,
     pub target: String,
     pub subject: String,
@@ -78,7 +78,7 @@ fn notification_from_row(row: &AnyRow) -> Result<Notification> {
         id: row.try_get("id")?,
         org_id: row.try_get("org_id")?,
         alert_id: row.try_get("alert_id")?,
-        event: row.try_get("event")?,
+        event: event_column(row, "event")?,
         channel: row.try_get("channel")?,
         target: row.try_get("target")?,
         subject: row.try_get("subject")?,
@@ -105,8 +105,7 @@ impl Store {
         };
         let recipients: String = row.try_get("email_recipients")?;
         Ok(NotificationSettings {
-            email_recipients: serde_json::from_str(&recipients)
-                .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+            email_recipients: serde_json::from_str(&recipients)?,
             slack_webhook_url: row.try_get("slack_webhook_url")?,
             updated_at: Some(Timestamp::from_millis(row.try_get("updated_at")?)),
         })
@@ -148,7 +147,7 @@ impl Store {
                     org_id: row.try_get("org_id")?,
                     alert_id: row.try_get("alert_id")?,
                     rule_id: row.try_get("rule_id")?,
-                    event: row.try_get("event")?,
+                    event: event_column(row, "event")?,
                     payload: row.try_get("payload")?,
                     created_at: Timestamp::from_millis(row.try_get("created_at")?),
                 })
@@ -180,8 +179,7 @@ impl Store {
             .await?;
         for hook in &hooks {
             let events: String = hook.try_get("events")?;
-            let events: Vec<String> =
-                serde_json::from_str(&events).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            let events: Vec<EventType> = serde_json::from_str(&events)?;
             if !events.contains(&event.event) {
                 continue;
             }
@@ -193,7 +191,7 @@ impl Store {
             .bind(&id)
             .bind(&event.org_id)
             .bind(hook.try_get::<String, _>("id")?)
-            .bind(&event.event)
+            .bind(event.event.as_str())
             .bind(payload(&id))
             .bind(now)
             .bind(now)
@@ -208,7 +206,7 @@ impl Store {
             .bind(new_id())
             .bind(&event.org_id)
             .bind(&event.alert_id)
-            .bind(&event.event)
+            .bind(event.event.as_str())
             .bind(&n.channel)
             .bind(&n.target)
             .bind(&n.subject)

@@ -2,18 +2,19 @@
 //! event is dispatched (`notifications.rs`), claimed by one sender at a time (an optimistic
 //! update of `next_attempt_at`), and kept with their attempts and last answer.
 
+use plantd_model::event::EventType;
 use plantd_model::{Timestamp, new_id};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use crate::{Result, Store, StoreError};
+use crate::{Result, Store, StoreError, event_column};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Webhook {
     pub id: String,
     pub org_id: String,
     pub url: String,
-    pub events: Vec<String>,
+    pub events: Vec<EventType>,
     pub secret: String,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
@@ -24,7 +25,7 @@ pub struct Delivery {
     pub id: String,
     pub org_id: String,
     pub webhook_id: String,
-    pub event: String,
+    pub event: EventType,
     pub payload: String,
     /// pending, delivered or failed
     pub status: String,
@@ -55,7 +56,7 @@ fn webhook_from_row(row: &AnyRow) -> Result<Webhook> {
         id: row.try_get("id")?,
         org_id: row.try_get("org_id")?,
         url: row.try_get("url")?,
-        events: serde_json::from_str(&events).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        events: serde_json::from_str(&events)?,
         secret: row.try_get("secret")?,
         created_at: Timestamp::from_millis(row.try_get("created_at")?),
         updated_at: Timestamp::from_millis(row.try_get("updated_at")?),
@@ -67,7 +68,7 @@ fn delivery_from_row(row: &AnyRow) -> Result<Delivery> {
         id: row.try_get("id")?,
         org_id: row.try_get("org_id")?,
         webhook_id: row.try_get("webhook_id")?,
-        event: row.try_get("event")?,
+        event: event_column(row, "event")?,
         payload: row.try_get("payload")?,
         status: row.try_get("status")?,
         attempts: row.try_get("attempts")?,
@@ -86,7 +87,7 @@ impl Store {
         &self,
         org_id: &str,
         url: &str,
-        events: &[String],
+        events: &[EventType],
         secret: &str,
     ) -> Result<Webhook> {
         let now = Timestamp::now();
@@ -140,7 +141,7 @@ impl Store {
         org_id: &str,
         id: &str,
         url: &str,
-        events: &[String],
+        events: &[EventType],
         secret: &str,
     ) -> Result<Webhook> {
         let mut tx = self.begin_write().await?;

@@ -1,23 +1,25 @@
 //! Test fixtures: [`spawn_app`] starts the real API server on port 0 with a fresh database (a
 //! SQLite file in a temporary directory, or a new PostgreSQL database on the server named by
-//! `PLANTD_TEST_DATABASE_URL`) and talks HTTP to it.
+//! `PLANTD_TEST_DATABASE_URL`) and talks HTTP to it; [`ServerProcess`] runs the real binary;
+//! waiting, WebSocket and TLS helpers.
 
 mod process;
+pub mod stream;
 mod tls;
+mod wait;
 
+pub use plantd_store::testing::{TEST_DATABASE_ENV, fresh_database};
 pub use process::ServerProcess;
 pub use tls::private_ca;
+pub use wait::{temp_dir, unique_name, wait_for};
 
-use plantd_api::{ApiConfig, operator};
+use plantd_app::{AppConfig, operator};
 use plantd_model::{Scope, Tier};
 use plantd_store::Store;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-
-/// The PostgreSQL server tests use when set (CI sets it); SQLite otherwise.
-pub const TEST_DATABASE_ENV: &str = "PLANTD_TEST_DATABASE_URL";
 
 pub struct TestApp {
     pub addr: SocketAddr,
@@ -65,10 +67,10 @@ impl Reply {
 
 /// Starts the app with default configuration.
 pub async fn spawn_app() -> TestApp {
-    spawn_app_with(ApiConfig::default()).await
+    spawn_app_with(AppConfig::default()).await
 }
 
-pub async fn spawn_app_with(config: ApiConfig) -> TestApp {
+pub async fn spawn_app_with(config: AppConfig) -> TestApp {
     // PLANTD_TEST_LOG=debug shows the server's log in test output.
     if let Ok(filter) = std::env::var("PLANTD_TEST_LOG") {
         let _ = tracing_subscriber::fmt()
@@ -102,7 +104,7 @@ pub async fn spawn_app_with(config: ApiConfig) -> TestApp {
 /// Serves `store` on a free port.
 async fn start_node(
     store: Store,
-    config: ApiConfig,
+    config: AppConfig,
     org_id: String,
     admin_key: String,
     database_url: String,
@@ -127,50 +129,6 @@ async fn start_node(
         shutdown: Some(tx),
         server: Some(server),
         temp_dir,
-    }
-}
-
-/// A new, empty database for one test.
-pub async fn fresh_database() -> (String, Option<PathBuf>) {
-    let id = uuid::Uuid::new_v4().simple().to_string();
-    match std::env::var(TEST_DATABASE_ENV)
-        .ok()
-        .filter(|u| !u.is_empty())
-    {
-        Some(server_url) => {
-            use sqlx::Connection;
-            let name = format!("plantd_t_{id}");
-            let mut conn = sqlx::PgConnection::connect(&server_url)
-                .await
-                .expect("connect to PLANTD_TEST_DATABASE_URL");
-            sqlx::Executor::execute(
-                &mut conn,
-                sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")),
-            )
-            .await
-            .expect("create the test database");
-            let _ = conn.close().await;
-            (replace_database(&server_url, &name), None)
-        }
-        None => {
-            let dir = std::env::temp_dir().join(format!("plantd-test-{id}"));
-            std::fs::create_dir_all(&dir).expect("create temp dir");
-            (plantd_store::sqlite_url_for(&dir), Some(dir))
-        }
-    }
-}
-
-/// `postgres://u@h:5432/test?x=y` with the database name replaced.
-fn replace_database(url: &str, name: &str) -> String {
-    let (base, query) = url
-        .split_once('?')
-        .map_or((url, None), |(b, q)| (b, Some(q)));
-    let scheme_end = base.find("://").map_or(0, |i| i + 3);
-    let path_start = base[scheme_end..].find('/').map(|i| i + scheme_end);
-    let host = path_start.map_or(base, |i| &base[..i]);
-    match query {
-        Some(q) => format!("{host}/{name}?{q}"),
-        None => format!("{host}/{name}"),
     }
 }
 
@@ -226,6 +184,22 @@ impl TestApp {
         self.call(Method::DELETE, path, Some(key), None).await
     }
 
+    /// Reads the list at `path` (admin key) until `done` holds of it, for at most 30 s.
+    pub async fn wait_list(&self, path: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let list = self.get(path, &self.admin_key).await.expect(200).json["data"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            if done(&list) {
+                return list;
+            }
+            assert!(std::time::Instant::now() < deadline, "{path}: {list:?}");
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
+
     /// A key of this test's organization with `scopes`.
     pub async fn key(&self, scopes: &[Scope]) -> String {
         operator::create_key(&self.store, Some(&self.org_id), "test key", scopes, None)
@@ -239,7 +213,7 @@ impl TestApp {
         let org = operator::create_org(&self.store, name, tier)
             .await
             .expect("create org");
-        let email = format!("owner-{}@example.com", uuid::Uuid::new_v4().simple());
+        let email = format!("owner-{}@example.com", unique_name());
         operator::create_user(
             &self.store,
             Some(&org.id),
@@ -256,7 +230,6 @@ impl TestApp {
         (org.id, key)
     }
 
-    /// Stops the server gracefully and waits for it.
     /// Another API node on the same database (as on PostgreSQL, where several nodes share
     /// one), for the same organization and admin key; default configuration.
     pub async fn another_node(&self) -> TestApp {
@@ -265,7 +238,7 @@ impl TestApp {
             .expect("connect to the shared database");
         start_node(
             store,
-            ApiConfig::default(),
+            AppConfig::default(),
             self.org_id.clone(),
             self.admin_key.clone(),
             self.database_url.clone(),
@@ -274,6 +247,7 @@ impl TestApp {
         .await
     }
 
+    /// Stops the server gracefully and waits for it.
     pub async fn stop(mut self) {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
@@ -305,24 +279,5 @@ async fn read(resp: reqwest::Response) -> Reply {
         headers,
         text,
         json,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn replaces_the_database_name() {
-        assert_eq!(
-            super::replace_database("postgres://root@127.0.0.1:5432/test", "x"),
-            "postgres://root@127.0.0.1:5432/x"
-        );
-        assert_eq!(
-            super::replace_database("postgres://h/test?sslmode=disable", "x"),
-            "postgres://h/x?sslmode=disable"
-        );
-        assert_eq!(
-            super::replace_database("postgres://h", "x"),
-            "postgres://h/x"
-        );
     }
 }

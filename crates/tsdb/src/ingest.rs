@@ -7,7 +7,9 @@ use plantd_store::NewAuditRecord;
 use sqlx::Row;
 use std::collections::{BTreeSet, HashMap};
 
-use crate::{LEVELS, Result, Shared, Tsdb, floor_to, runs};
+use crate::error::{Result, TsdbError};
+use crate::levels::{LEVELS, floor_to, runs};
+use crate::state::{SeriesEntry, SeriesKey, Shared};
 use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
@@ -193,51 +195,43 @@ const GROUP_POINTS: usize = 50_000;
 /// Batches that may wait for the writer before `ingest` waits to queue.
 const QUEUE: usize = 256;
 
-impl Tsdb {
-    /// Stores a validated batch, all or nothing, and returns once it is durable. Returns the
-    /// number of points accepted (points repeating a series and timestamp within the batch count
-    /// once: the last one wins).
-    ///
-    /// Batches go through one writer task, which commits the batches that queued while it was
-    /// writing in one transaction (group commit): one lock, one fsync and a few large statements
-    /// for many concurrent requests. The result is what committing them one after the other in
-    /// arrival order would give; a failing transaction fails every batch in it and stores none.
-    ///
-    /// `audit`, when given, is the request's audit record: it is committed with the points, so
-    /// that a request costs one commit, not two.
-    pub async fn ingest(
-        &self,
-        org_id: &str,
-        points: Arc<Vec<Point>>,
-        audit: Option<NewAuditRecord>,
-    ) -> Result<usize> {
-        let writer = self.writer.get_or_init(|| {
-            let (tx, rx) = tokio::sync::mpsc::channel(QUEUE);
-            tokio::spawn(run_writer(self.shared.clone(), rx));
-            tx
-        });
-        let rows = self.shared.rows_from_cache(org_id, &points);
-        let (reply, outcome) = oneshot::channel();
-        let job = Job {
-            org_id: org_id.to_string(),
-            points,
-            rows,
-            audit: audit.map(|r| {
-                (
-                    plantd_model::new_id(),
-                    r,
-                    plantd_model::Timestamp::now().millis(),
-                )
-            }),
-            reply,
-        };
-        writer.send(job).await.map_err(|_| writer_gone())?;
-        outcome.await.map_err(|_| writer_gone())?
-    }
+/// The writer's queue, started with the first batch.
+pub(crate) type Writer = std::sync::OnceLock<tokio::sync::mpsc::Sender<Job>>;
+
+/// Queues a validated batch for the writer and waits until it is durable (see `Tsdb::ingest`).
+pub(crate) async fn submit(
+    shared: &Arc<Shared>,
+    writer: &Writer,
+    org_id: &str,
+    points: Arc<Vec<Point>>,
+    audit: Option<NewAuditRecord>,
+) -> Result<usize> {
+    let writer = writer.get_or_init(|| {
+        let (tx, rx) = tokio::sync::mpsc::channel(QUEUE);
+        tokio::spawn(run_writer(shared.clone(), rx));
+        tx
+    });
+    let rows = shared.rows_from_cache(org_id, &points);
+    let (reply, outcome) = oneshot::channel();
+    let job = Job {
+        org_id: org_id.to_string(),
+        points,
+        rows,
+        audit: audit.map(|r| {
+            (
+                plantd_model::new_id(),
+                r,
+                plantd_model::Timestamp::now().millis(),
+            )
+        }),
+        reply,
+    };
+    writer.send(job).await.map_err(|_| writer_gone())?;
+    outcome.await.map_err(|_| writer_gone())?
 }
 
-fn writer_gone() -> crate::TsdbError {
-    crate::TsdbError::Store("the ingest writer stopped before answering".into())
+fn writer_gone() -> TsdbError {
+    TsdbError::Writer("the ingest writer stopped before answering".into())
 }
 
 /// Sorts rows by (series, timestamp) and keeps the last of each repeated key (the sort is
@@ -282,18 +276,21 @@ async fn run_writer(shared: Arc<Shared>, mut rx: tokio::sync::mpsc::Receiver<Job
                     }
                 }
                 Err(e) => {
-                    tracing::error!(error = %e, batches = jobs.len(), "telemetry ingest failed");
-                    let message = e.to_string();
+                    // Each batch's caller reports the failure (with this cause chain).
+                    let message = format!(
+                        "the write of {} batches failed: {}",
+                        jobs.len(),
+                        plantd_model::error_chain(&e)
+                    );
                     for job in jobs {
-                        let _ = job
-                            .reply
-                            .send(Err(crate::TsdbError::Store(message.clone())));
+                        let _ = job.reply.send(Err(TsdbError::Writer(message.clone())));
                     }
                 }
             }
         });
         if let Err(e) = group.await {
-            tracing::error!(error = %e, "telemetry ingest group failed");
+            // A panic: its batches' callers are told the writer stopped before answering.
+            tracing::error!(error = %e, "telemetry ingest group panicked");
         }
     }
 }
@@ -363,7 +360,7 @@ impl Shared {
         tx: &mut plantd_store::WriteTx,
         org_id: &str,
         points: &[Point],
-        created: &mut Vec<(crate::SeriesKey, crate::SeriesEntry)>,
+        created: &mut Vec<(SeriesKey, SeriesEntry)>,
     ) -> Result<Vec<RawPoint>> {
         let mut ids: HashMap<(&str, &str), i64> = HashMap::new();
         let known = self
@@ -418,11 +415,7 @@ impl Shared {
 
     /// Writes a group of batches in one transaction; returns each batch's accepted count.
     async fn write_group(&self, jobs: &mut [Job]) -> Result<Vec<usize>> {
-        let mut tx = self
-            .store
-            .begin_write()
-            .await
-            .map_err(crate::TsdbError::from_store)?;
+        let mut tx = self.store.begin_write().await?;
         let sqlite = self.store.backend() == plantd_store::Backend::Sqlite;
         if !sqlite {
             // Rollups are recomputed from what the transaction sees. Two transactions writing
@@ -438,7 +431,7 @@ impl Shared {
                     .await?;
             }
         }
-        let mut created: Vec<(crate::SeriesKey, crate::SeriesEntry)> = Vec::new();
+        let mut created: Vec<(SeriesKey, SeriesEntry)> = Vec::new();
         let mut counts = Vec::with_capacity(jobs.len());
         let mut rows: Vec<RawPoint> = Vec::new();
         for job in jobs.iter_mut() {
@@ -765,7 +758,7 @@ trait CloneSubset {
     ) -> HashMap<(&'a str, &'a str), (i64, Option<String>)>;
 }
 
-impl CloneSubset for HashMap<crate::SeriesKey, crate::SeriesEntry> {
+impl CloneSubset for HashMap<SeriesKey, SeriesEntry> {
     fn clone_subset<'a>(
         &self,
         org_id: &str,

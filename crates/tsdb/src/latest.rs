@@ -10,7 +10,10 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use crate::{Result, Tsdb};
+use plantd_store::Store;
+use std::sync::Arc;
+
+use crate::error::Result;
 
 #[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct LatestValue {
@@ -147,25 +150,24 @@ impl plantd_store::NotifyTarget for LatestCache {
     }
 }
 
-impl Tsdb {
-    /// Whether `latest` answers from memory now (always on SQLite; on PostgreSQL once this node
-    /// hears the other nodes' writes). For health reporting and tests.
-    pub fn latest_from_memory(&self) -> bool {
-        self.shared.latest.trusted.load(Ordering::Acquire)
+impl LatestCache {
+    /// Whether `read` answers from memory now (always on SQLite; on PostgreSQL once this node
+    /// hears the other nodes' writes).
+    pub(crate) fn answers_from_memory(&self) -> bool {
+        self.trusted.load(Ordering::Acquire)
     }
 
     /// The latest value of each tag of an asset (only `tags` when given), by tag name.
-    pub async fn latest(
-        &self,
+    pub(crate) async fn read(
+        self: &Arc<Self>,
+        store: &Store,
         org_id: &str,
         asset_id: &str,
         tags: Option<&[String]>,
     ) -> Result<Vec<LatestValue>> {
-        let cache = &self.shared.latest;
+        let cache = self;
         cache.listening.get_or_init(|| {
-            self.shared
-                .store
-                .listen(CHANNEL, cache, cache.alive.subscribe());
+            store.listen(CHANNEL, cache, cache.alive.subscribe());
         });
         let key = (org_id.to_string(), asset_id.to_string());
         let (cached, generation) = {
@@ -184,7 +186,7 @@ impl Tsdb {
         let all = match cached {
             Some(all) => all,
             None => {
-                let loaded = self.load_latest(org_id, asset_id).await;
+                let loaded = load(store.pool(), org_id, asset_id).await;
                 let mut inner = cache.inner.lock().unwrap_or_else(|p| p.into_inner());
                 let meanwhile = match inner.loading.get_mut(&key) {
                     Some((readers, tags)) if *readers > 1 => {
@@ -223,30 +225,31 @@ impl Tsdb {
         out.sort_by(|a, b| a.tag_name.cmp(&b.tag_name));
         Ok(out)
     }
+}
 
-    async fn load_latest(&self, org_id: &str, asset_id: &str) -> Result<Tags> {
-        let rows = sqlx::query(
-            "SELECT s.tag_name, r.ts, r.value, r.quality FROM telemetry_series s \
-             JOIN telemetry_raw r ON r.series_id = s.id \
-             WHERE s.org_id = $1 AND s.asset_id = $2 \
-             AND r.ts = (SELECT MAX(m.ts) FROM telemetry_raw m WHERE m.series_id = s.id)",
-        )
-        .bind(org_id)
-        .bind(asset_id)
-        .fetch_all(self.pool())
-        .await?;
-        let mut tags = Tags::new();
-        for r in rows {
-            let quality: i16 = r.try_get("quality")?;
-            tags.insert(
-                r.try_get("tag_name")?,
-                (
-                    r.try_get("ts")?,
-                    r.try_get("value")?,
-                    Quality::from_code(quality.into()),
-                ),
-            );
-        }
-        Ok(tags)
+/// The latest value of each tag of an asset, from the database.
+async fn load(pool: &sqlx::AnyPool, org_id: &str, asset_id: &str) -> Result<Tags> {
+    let rows = sqlx::query(
+        "SELECT s.tag_name, r.ts, r.value, r.quality FROM telemetry_series s \
+         JOIN telemetry_raw r ON r.series_id = s.id \
+         WHERE s.org_id = $1 AND s.asset_id = $2 \
+         AND r.ts = (SELECT MAX(m.ts) FROM telemetry_raw m WHERE m.series_id = s.id)",
+    )
+    .bind(org_id)
+    .bind(asset_id)
+    .fetch_all(pool)
+    .await?;
+    let mut tags = Tags::new();
+    for r in rows {
+        let quality: i16 = r.try_get("quality")?;
+        tags.insert(
+            r.try_get("tag_name")?,
+            (
+                r.try_get("ts")?,
+                r.try_get("value")?,
+                Quality::from_code(quality.into()),
+            ),
+        );
     }
+    Ok(tags)
 }

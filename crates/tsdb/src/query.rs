@@ -8,7 +8,8 @@ use serde::Serialize;
 use sqlx::Row;
 use std::collections::HashMap;
 
-use crate::{LEVELS, Result, Tsdb, floor_to};
+use crate::error::Result;
+use crate::levels::{LEVELS, floor_to};
 
 /// Which series and time range a query covers: `[start, end)`.
 #[derive(Clone, Debug)]
@@ -134,7 +135,10 @@ fn split(lo: i64, hi: i64, levels: &[(i16, i64)], out: &mut Vec<Piece>) {
     });
 }
 
-impl Tsdb {
+/// Queries over a pool (the telemetry tables of either backend).
+pub(crate) struct Queries<'a>(pub(crate) &'a sqlx::AnyPool);
+
+impl Queries<'_> {
     /// Raw points, ordered by time, then asset and tag.
     pub async fn query_raw(
         &self,
@@ -152,7 +156,7 @@ impl Tsdb {
         for a in &args {
             count = count.bind(a.clone());
         }
-        let total: i64 = count.fetch_one(self.pool()).await?.try_get("n")?;
+        let total: i64 = count.fetch_one(self.0).await?.try_get("n")?;
         let n = args.len() + 2;
         let sql = format!(
             "SELECT r.ts, s.asset_id, s.tag_name, r.value, r.quality {from} ORDER BY r.ts, s.asset_id, s.tag_name LIMIT ${} OFFSET ${}",
@@ -168,7 +172,7 @@ impl Tsdb {
         let rows = q
             .bind(page.limit())
             .bind(page.offset())
-            .fetch_all(self.pool())
+            .fetch_all(self.0)
             .await?;
         let mut items = Vec::with_capacity(rows.len());
         for r in rows {
@@ -240,7 +244,7 @@ impl Tsdb {
             for a in &args {
                 q = q.bind(a.clone());
             }
-            for r in q.fetch_all(self.pool()).await? {
+            for r in q.fetch_all(self.0).await? {
                 let part = Partial {
                     count: r.try_get("n")?,
                     sum: r.try_get("total")?,

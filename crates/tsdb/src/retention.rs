@@ -5,7 +5,11 @@ use plantd_model::Timestamp;
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
 
-use crate::{DAY, Result, Tsdb};
+use plantd_store::Store;
+
+use crate::error::Result;
+use crate::levels::{DAY, LEVELS};
+use crate::storage::StorageUsage;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -55,46 +59,49 @@ pub struct RetentionReport {
     pub rollups_deleted: u64,
 }
 
-impl Tsdb {
-    /// Deletes what each level's retention has passed, series by series (each delete uses the
-    /// primary key).
-    pub async fn enforce_retention(&self, now: Timestamp) -> Result<RetentionReport> {
-        let r = self.shared.retention;
-        let ids: Vec<i64> = sqlx::query("SELECT id FROM telemetry_series")
-            .fetch_all(self.pool())
+/// Deletes what each level's retention has passed, series by series (each delete uses the
+/// primary key), then counts the organizations' storage again.
+pub(crate) async fn enforce(
+    store: &Store,
+    r: Retention,
+    storage: &StorageUsage,
+    now: Timestamp,
+) -> Result<RetentionReport> {
+    let ids: Vec<i64> = sqlx::query("SELECT id FROM telemetry_series")
+        .fetch_all(store.pool())
+        .await?
+        .iter()
+        .map(|row| row.try_get("id"))
+        .collect::<std::result::Result<_, _>>()?;
+    let cutoff = |days: i64| now.millis() - days * DAY;
+    let mut report = RetentionReport::default();
+    for id in ids {
+        // One series at a time behind the write gate, so ingest is never held up for long.
+        let _gate = store.write_guard().await;
+        report.raw_deleted +=
+            sqlx::query("DELETE FROM telemetry_raw WHERE series_id = $1 AND ts < $2")
+                .bind(id)
+                .bind(cutoff(r.raw_days))
+                .execute(store.pool())
+                .await?
+                .rows_affected();
+        // A bucket goes once its end, not its start, is older than the retention.
+        for ((level, width), days) in
+            LEVELS
+                .into_iter()
+                .zip([r.minute_days, r.hour_days, r.day_days])
+        {
+            report.rollups_deleted += sqlx::query(
+                "DELETE FROM telemetry_rollup WHERE level = $1 AND series_id = $2 AND bucket < $3",
+            )
+            .bind(level)
+            .bind(id)
+            .bind(cutoff(days) - width + 1)
+            .execute(store.pool())
             .await?
-            .iter()
-            .map(|row| row.try_get("id"))
-            .collect::<std::result::Result<_, _>>()?;
-        let cutoff = |days: i64| now.millis() - days * DAY;
-        let mut report = RetentionReport::default();
-        for id in ids {
-            // One series at a time behind the write gate, so ingest is never held up for long.
-            let _gate = self.shared.store.write_guard().await;
-            report.raw_deleted +=
-                sqlx::query("DELETE FROM telemetry_raw WHERE series_id = $1 AND ts < $2")
-                    .bind(id)
-                    .bind(cutoff(r.raw_days))
-                    .execute(self.pool())
-                    .await?
-                    .rows_affected();
-            // A bucket goes once its end, not its start, is older than the retention.
-            for ((level, width), days) in
-                crate::LEVELS
-                    .into_iter()
-                    .zip([r.minute_days, r.hour_days, r.day_days])
-            {
-                report.rollups_deleted +=
-                    sqlx::query("DELETE FROM telemetry_rollup WHERE level = $1 AND series_id = $2 AND bucket < $3")
-                        .bind(level)
-                        .bind(id)
-                        .bind(cutoff(days) - width + 1)
-                        .execute(self.pool())
-                        .await?
-                        .rows_affected();
-            }
+            .rows_affected();
         }
-        self.recount_storage().await?;
-        Ok(report)
     }
+    storage.recount(store.pool()).await?;
+    Ok(report)
 }

@@ -7,7 +7,7 @@ use sqlx::Row;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use crate::{Result, Tsdb};
+use crate::error::Result;
 
 pub const RAW_POINT_BYTES: u64 = 48;
 pub const ROLLUP_ROW_BYTES: u64 = 64;
@@ -32,12 +32,10 @@ pub fn over_quota(used: u64, points: usize, limit_gb: u64) -> bool {
     used.saturating_add(points as u64 * RAW_POINT_BYTES) > limit_gb.saturating_mul(1_000_000_000)
 }
 
-impl Tsdb {
+impl StorageUsage {
     /// Estimated bytes of telemetry an organization stores.
-    pub async fn storage_bytes(&self, org_id: &str) -> Result<u64> {
+    pub(crate) async fn bytes(&self, pool: &sqlx::AnyPool, org_id: &str) -> Result<u64> {
         if let Some(b) = self
-            .shared
-            .storage
             .bytes
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -45,39 +43,17 @@ impl Tsdb {
         {
             return Ok(*b);
         }
-        let b = self.count_storage(org_id).await?;
-        self.shared
-            .storage
-            .bytes
+        let b = count(pool, org_id).await?;
+        self.bytes
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(org_id.to_string(), b);
         Ok(b)
     }
 
-    async fn count_storage(&self, org_id: &str) -> Result<u64> {
-        let raw: i64 = sqlx::query(
-            "SELECT COUNT(*) AS n FROM telemetry_raw r JOIN telemetry_series s ON s.id = r.series_id WHERE s.org_id = $1",
-        )
-        .bind(org_id)
-        .fetch_one(self.pool())
-        .await?
-        .try_get("n")?;
-        let rollups: i64 = sqlx::query(
-            "SELECT COUNT(*) AS n FROM telemetry_rollup r JOIN telemetry_series s ON s.id = r.series_id WHERE s.org_id = $1",
-        )
-        .bind(org_id)
-        .fetch_one(self.pool())
-        .await?
-        .try_get("n")?;
-        Ok(raw as u64 * RAW_POINT_BYTES + rollups as u64 * ROLLUP_ROW_BYTES)
-    }
-
     /// Reads every known organization's usage again (after retention deleted data).
-    pub async fn recount_storage(&self) -> Result<()> {
+    pub(crate) async fn recount(&self, pool: &sqlx::AnyPool) -> Result<()> {
         let orgs: Vec<String> = self
-            .shared
-            .storage
             .bytes
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -85,16 +61,33 @@ impl Tsdb {
             .cloned()
             .collect();
         for org in orgs {
-            let b = self.count_storage(&org).await?;
-            self.shared
-                .storage
-                .bytes
+            let b = count(pool, &org).await?;
+            self.bytes
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .insert(org, b);
         }
         Ok(())
     }
+}
+
+/// Counts an organization's stored bytes in the database.
+async fn count(pool: &sqlx::AnyPool, org_id: &str) -> Result<u64> {
+    let raw: i64 = sqlx::query(
+        "SELECT COUNT(*) AS n FROM telemetry_raw r JOIN telemetry_series s ON s.id = r.series_id WHERE s.org_id = $1",
+    )
+    .bind(org_id)
+    .fetch_one(pool)
+    .await?
+    .try_get("n")?;
+    let rollups: i64 = sqlx::query(
+        "SELECT COUNT(*) AS n FROM telemetry_rollup r JOIN telemetry_series s ON s.id = r.series_id WHERE s.org_id = $1",
+    )
+    .bind(org_id)
+    .fetch_one(pool)
+    .await?
+    .try_get("n")?;
+    Ok(raw as u64 * RAW_POINT_BYTES + rollups as u64 * ROLLUP_ROW_BYTES)
 }
 
 #[cfg(test)]

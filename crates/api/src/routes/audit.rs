@@ -3,17 +3,26 @@
 use axum::extract::{Path, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
+use plantd_model::Scope::Admin;
 use plantd_model::Timestamp;
-use plantd_model::audit::{AuditRecord, Severity};
-use plantd_model::page::PageQuery;
+use plantd_model::audit::{AuditEvent, AuditRecord, Severity};
 use plantd_store::{AuditFilter, AuditSummary};
 use serde::Deserialize;
 
-use crate::envelope::{Data, List, list, ok};
-use crate::error::{ApiError, ApiResult, ErrorBody};
-use crate::extract::{ValidJson, ValidQuery};
-use crate::routes::page_of;
-use crate::state::{AppState, Caller};
+use crate::envelope::{Data, List, list, ok, page_of};
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{Auth, ValidJson, ValidQuery};
+use crate::routing::{Policy, Route, route};
+use crate::state::AppState;
+
+pub(crate) fn routes() -> Vec<Route> {
+    vec![
+        route!(list_logs, Policy::scope(Admin, AuditEvent::AuditList)),
+        route!(get_log, Policy::scope(Admin, AuditEvent::AuditRead)),
+        route!(summary, Policy::scope(Admin, AuditEvent::AuditSummary)),
+        route!(export, Policy::scope(Admin, AuditEvent::AuditExport)),
+    ]
+}
 
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -114,54 +123,41 @@ impl AuditQuery {
 }
 
 /// Audit records of the organization, newest first.
-#[utoipa::path(get, path = "/audit/logs", tag = "audit", security(("api_key" = [])), params(AuditQuery),
-    responses((status = 200, body = List<AuditRecord>), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody)))]
-pub async fn list_logs(
+#[utoipa::path(get, path = "/audit/logs", tag = "audit", params(AuditQuery),
+    responses((status = 200, body = List<AuditRecord>)))]
+async fn list_logs(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Auth,
     ValidQuery(q): ValidQuery<AuditQuery>,
 ) -> ApiResult<Response> {
     let filter = q.filter()?;
-    let page = page_of(PageQuery {
-        page: q.page,
-        per_page: q.per_page,
-    })?;
-    let paged = state
-        .store
-        .audit_logs(&caller.org_id, &filter, page)
-        .await?;
+    let page = page_of(q.page, q.per_page)?;
+    let paged = state.app.audit_logs(&caller.org_id, &filter, page).await?;
     Ok(list(page, paged, |r| r))
 }
 
-#[utoipa::path(get, path = "/audit/logs/{id}", tag = "audit", security(("api_key" = [])), params(("id" = String, Path)),
-    responses((status = 200, body = Data<AuditRecord>), (status = 404, body = ErrorBody)))]
-pub async fn get_log(
+#[utoipa::path(get, path = "/audit/logs/{id}", tag = "audit", params(("id" = String, Path)),
+    responses((status = 200, body = Data<AuditRecord>)))]
+async fn get_log(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Auth,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    let record = state
-        .store
-        .audit_log(&caller.org_id, &id)
-        .await
-        .map_err(ApiError::missing("audit record"))?;
+    let record = state.app.audit_log(&caller.org_id, &id).await?;
     Ok(ok(record))
 }
 
 /// Counts by severity, outcome and category, and the most frequent event types, over the same
 /// filters as the list (all time by default).
-#[utoipa::path(get, path = "/audit/summary", tag = "audit", security(("api_key" = [])), params(AuditQuery),
-    responses((status = 200, body = Data<AuditSummary>), (status = 400, body = ErrorBody)))]
-pub async fn summary(
+#[utoipa::path(get, path = "/audit/summary", tag = "audit", params(AuditQuery),
+    responses((status = 200, body = Data<AuditSummary>)))]
+async fn summary(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Auth,
     ValidQuery(q): ValidQuery<AuditQuery>,
 ) -> ApiResult<Response> {
     let filter = q.filter()?;
-    Ok(ok(state
-        .store
-        .audit_summary(&caller.org_id, &filter)
-        .await?))
+    Ok(ok(state.app.audit_summary(&caller.org_id, &filter).await?))
 }
 
 #[derive(Clone, Copy, Debug, Default, Deserialize, utoipa::ToSchema)]
@@ -185,11 +181,12 @@ pub struct ExportRequest {
 
 /// The matching records as a file (oldest first, at most 100,000 rows): CSV with a header row,
 /// or a JSON array.
-#[utoipa::path(post, path = "/audit/export", tag = "audit", security(("api_key" = [])), request_body = ExportRequest,
-    responses((status = 200, description = "The export file", content_type = "text/csv"), (status = 400, body = ErrorBody)))]
-pub async fn export(
+#[utoipa::path(post, path = "/audit/export", tag = "audit", request_body = ExportRequest,
+    responses((status = 200, description = "The export file: CSV with a header row, or a JSON array of records",
+        content((String = "text/csv; charset=utf-8"), (Vec<AuditRecord> = "application/json")))))]
+async fn export(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Auth,
     ValidJson(body): ValidJson<ExportRequest>,
 ) -> ApiResult<Response> {
     let mut errors = Vec::new();
@@ -204,13 +201,13 @@ pub async fn export(
         severities: body.severities.unwrap_or_default(),
         ..AuditFilter::default()
     };
-    let records = state.store.audit_export(&caller.org_id, &filter).await?;
+    let records = state.app.audit_export(&caller.org_id, &filter).await?;
     let stamp = Timestamp::now().to_rfc3339().replace([':', '.'], "-");
     let (content_type, ext, body) = match body.format.unwrap_or_default() {
         ExportFormat::Json => (
             "application/json",
             "json",
-            serde_json::to_vec_pretty(&records).map_err(|e| ApiError::Internal(e.to_string()))?,
+            serde_json::to_vec_pretty(&records).map_err(ApiError::internal)?,
         ),
         ExportFormat::Csv => ("text/csv; charset=utf-8", "csv", to_csv(&records)?),
     };
@@ -257,8 +254,7 @@ fn csv_cell(text: &str) -> String {
 
 fn to_csv(records: &[AuditRecord]) -> ApiResult<Vec<u8>> {
     let mut w = csv::Writer::from_writer(Vec::new());
-    let internal = |e: csv::Error| ApiError::Internal(e.to_string());
-    w.write_record(CSV_COLUMNS).map_err(internal)?;
+    w.write_record(CSV_COLUMNS).map_err(ApiError::internal)?;
     for r in records {
         let o = |v: &Option<String>| csv_cell(v.as_deref().unwrap_or_default());
         w.write_record([
@@ -281,10 +277,10 @@ fn to_csv(records: &[AuditRecord]) -> ApiResult<Vec<u8>> {
             o(&r.user_agent),
             r.request_id.clone(),
         ])
-        .map_err(internal)?;
+        .map_err(ApiError::internal)?;
     }
     w.into_inner()
-        .map_err(|e| ApiError::Internal(e.to_string()))
+        .map_err(|e| ApiError::internal(e.into_error()))
 }
 
 #[cfg(test)]

@@ -1,23 +1,39 @@
 //! Alert notifications: an organization's settings (who gets email, where Slack posts go) and
-//! the log of email and Slack notifications (see `deliveries.rs` for sending).
+//! the log of email and Slack notifications.
 
 use axum::extract::State;
 use axum::response::Response;
+use plantd_app::notifications::NotificationSettingsUpdate;
+use plantd_model::Scope::{Admin, ReadAlerts};
 use plantd_model::Timestamp;
+use plantd_model::audit::AuditEvent;
 use plantd_model::data_source::parse_url;
-use plantd_model::page::PageQuery;
-use plantd_model::validation::Validator;
+use plantd_model::event::EventType;
 use plantd_store::{Notification, NotificationFilter, NotificationSettings};
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 
-use crate::envelope::{Data, List, list, ok};
-use crate::error::{ApiError, ApiResult, ErrorBody};
-use crate::extract::{ValidJson, ValidQuery};
-use crate::routes::{check_post_url, page_of};
-use crate::state::{AppState, Caller};
+use crate::envelope::{Data, List, list, ok, page_of};
+use crate::error::ApiResult;
+use crate::extract::{Auth, ValidJson, ValidQuery};
+use crate::routing::{Policy, Route, route};
+use crate::state::AppState;
 
-/// At most this many email recipients per organization.
-pub const MAX_RECIPIENTS: usize = 50;
+pub(crate) fn routes() -> Vec<Route> {
+    vec![
+        route!(
+            get_settings,
+            Policy::scope(Admin, AuditEvent::NotificationSettingsRead)
+        ),
+        route!(
+            update_settings,
+            Policy::scope(Admin, AuditEvent::NotificationSettingsUpdate)
+        ),
+        route!(
+            list_notifications,
+            Policy::scope(ReadAlerts, AuditEvent::NotificationList)
+        ),
+    ]
+}
 
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct SettingsView {
@@ -35,80 +51,29 @@ fn view(s: NotificationSettings, state: &AppState) -> SettingsView {
     SettingsView {
         email_recipients: s.email_recipients,
         slack_webhook_url: s.slack_webhook_url,
-        email_configured: state.config.smtp.is_some(),
+        email_configured: state.app.email_configured(),
         updated_at: s.updated_at,
     }
 }
 
-/// `null` and absent differ: `null` clears, absent keeps.
-fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
-    d: D,
-) -> Result<Option<Option<T>>, D::Error> {
-    Option::<T>::deserialize(d).map(Some)
-}
-
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct UpdateSettings {
-    /// Replaces the list (at most 50 addresses).
-    pub email_recipients: Option<Vec<String>>,
-    /// An http:// or https:// URL; `null` removes it.
-    #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<String>)]
-    pub slack_webhook_url: Option<Option<String>>,
-}
-
-#[utoipa::path(get, path = "/organizations/current/notifications", tag = "organizations", security(("api_key" = [])),
-    responses((status = 200, body = Data<SettingsView>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
-pub async fn get_settings(State(state): State<AppState>, caller: Caller) -> ApiResult<Response> {
-    let settings = state.store.notification_settings(&caller.org_id).await?;
+#[utoipa::path(get, path = "/organizations/current/notifications", tag = "organizations",
+    responses((status = 200, body = Data<SettingsView>)))]
+async fn get_settings(State(state): State<AppState>, caller: Auth) -> ApiResult<Response> {
+    let settings = state.app.notification_settings(&caller.org_id).await?;
     Ok(ok(view(settings, &state)))
 }
 
 /// Partial update of who is told of alerts by email and where Slack messages go.
-#[utoipa::path(put, path = "/organizations/current/notifications", tag = "organizations", security(("api_key" = [])), request_body = UpdateSettings,
-    responses((status = 200, body = Data<SettingsView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
-pub async fn update_settings(
+#[utoipa::path(put, path = "/organizations/current/notifications", tag = "organizations", request_body = NotificationSettingsUpdate,
+    responses((status = 200, body = Data<SettingsView>)))]
+async fn update_settings(
     State(state): State<AppState>,
-    caller: Caller,
-    ValidJson(body): ValidJson<UpdateSettings>,
+    caller: Auth,
+    ValidJson(body): ValidJson<NotificationSettingsUpdate>,
 ) -> ApiResult<Response> {
-    let current = state.store.notification_settings(&caller.org_id).await?;
-    let mut v = Validator::new();
-    let recipients = match body.email_recipients {
-        Some(list) => {
-            if list.len() > MAX_RECIPIENTS {
-                v.add(
-                    "email_recipients",
-                    format!("at most {MAX_RECIPIENTS} addresses"),
-                );
-            }
-            let mut clean: Vec<String> = Vec::with_capacity(list.len());
-            for (i, r) in list.iter().enumerate() {
-                let r = r.trim().to_lowercase();
-                if let Err(e) = plantd_alerts::channels::check_recipient(&r) {
-                    v.add(format!("email_recipients[{i}]"), e);
-                } else if clean.contains(&r) {
-                    v.add(format!("email_recipients[{i}]"), "is listed twice");
-                }
-                clean.push(r);
-            }
-            clean
-        }
-        None => current.email_recipients,
-    };
-    let slack = match body.slack_webhook_url {
-        Some(Some(url)) => {
-            check_post_url(&mut v, "slack_webhook_url", &url);
-            Some(url)
-        }
-        Some(None) => None,
-        None => current.slack_webhook_url,
-    };
-    v.finish().map_err(ApiError::Validation)?;
     let settings = state
-        .store
-        .put_notification_settings(&caller.org_id, &recipients, slack.as_deref())
+        .app
+        .update_notification_settings(&caller.org_id, body)
         .await?;
     Ok(ok(view(settings, &state)))
 }
@@ -118,7 +83,7 @@ pub struct NotificationView {
     pub id: String,
     pub alert_id: String,
     /// alert.triggered or alert.resolved
-    pub event: String,
+    pub event: EventType,
     /// email or slack
     pub channel: String,
     /// Email: the recipients; Slack: the webhook's host (the URL's path is a secret).
@@ -180,45 +145,22 @@ pub struct NotificationQuery {
 }
 
 /// Email and Slack notifications of alerts, newest first: to whom, status, attempts, last error.
-#[utoipa::path(get, path = "/notifications", tag = "alerts", security(("api_key" = [])), params(NotificationQuery),
-    responses((status = 200, body = List<NotificationView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
-pub async fn list_notifications(
+#[utoipa::path(get, path = "/notifications", tag = "alerts", params(NotificationQuery),
+    responses((status = 200, body = List<NotificationView>)))]
+async fn list_notifications(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Auth,
     ValidQuery(q): ValidQuery<NotificationQuery>,
 ) -> ApiResult<Response> {
-    let page = page_of(PageQuery {
-        page: q.page,
-        per_page: q.per_page,
-    })?;
-    let mut v = Validator::new();
-    if let Some(c) = &q.channel {
-        v.check(
-            ["email", "slack"].contains(&c.as_str()),
-            "channel",
-            "must be email or slack",
-        );
-    }
-    if let Some(s) = &q.status {
-        v.check(
-            ["pending", "delivered", "failed"].contains(&s.as_str()),
-            "status",
-            "must be pending, delivered or failed",
-        );
-    }
-    v.finish().map_err(ApiError::Validation)?;
+    let page = page_of(q.page, q.per_page)?;
     let filter = NotificationFilter {
         alert_id: q.alert_id,
         channel: q.channel,
         status: q.status,
     };
-    let (items, total) = state
-        .store
-        .notifications(&caller.org_id, &filter, page.limit(), page.offset())
+    let paged = state
+        .app
+        .notifications(&caller.org_id, &filter, page)
         .await?;
-    Ok(list(
-        page,
-        plantd_model::page::Paged { items, total },
-        NotificationView::from,
-    ))
+    Ok(list(page, paged, NotificationView::from))
 }

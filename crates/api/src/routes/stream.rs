@@ -6,72 +6,45 @@
 use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade, close_code};
 use axum::response::Response;
+use plantd_app::Caller;
+use plantd_app::events::Event;
+use plantd_model::Scope::ReadTelemetry;
+use plantd_model::alert::Alert;
+use plantd_model::audit::AuditEvent;
 use plantd_model::telemetry::Point;
 use plantd_model::tier::WebSocketLimits;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::error::{ApiError, ApiResult};
-use crate::events::Event;
-use crate::state::{AppState, Caller};
+use crate::extract::Auth;
+use crate::routing::{Policy, Route, route};
+use crate::state::AppState;
+use crate::stream_slots::Slot;
+
+pub(crate) fn routes() -> Vec<Route> {
+    vec![route!(
+        ws,
+        Policy::scope(ReadTelemetry, AuditEvent::StreamOpen).query_token()
+    )]
+}
 
 /// The largest message a client may send.
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
 /// Subscriptions one connection may hold.
 pub const MAX_SUBSCRIPTIONS: usize = 100;
 
-/// Open connections per organization, for the tier's connection limit.
-#[derive(Default)]
-pub struct Connections {
-    per_org: Mutex<HashMap<String, u64>>,
-}
-
-/// Releases a connection slot when the socket task ends (or the upgrade never happens).
-struct Slot {
-    connections: Arc<Connections>,
-    org_id: String,
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        let mut m = self
-            .connections
-            .per_org
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = m.get_mut(&self.org_id) {
-            *n = n.saturating_sub(1);
-        }
-    }
-}
-
-impl Connections {
-    fn take(self: &Arc<Self>, org_id: &str, limit: Option<u64>) -> Option<Slot> {
-        let mut m = self.per_org.lock().unwrap_or_else(|p| p.into_inner());
-        let n = m.entry(org_id.to_string()).or_insert(0);
-        if limit.is_some_and(|l| *n >= l) {
-            return None;
-        }
-        *n += 1;
-        Some(Slot {
-            connections: self.clone(),
-            org_id: org_id.to_string(),
-        })
-    }
-}
-
 /// Open the stream. Authenticate with `Authorization: Bearer <API_KEY>` or, where a client
 /// cannot set headers (browsers), `?access_token=<API_KEY>`.
-#[utoipa::path(get, path = "/ws", tag = "stream", security(("api_key" = [])),
+#[utoipa::path(get, path = "/ws", tag = "stream",
     params(("access_token" = Option<String>, Query, description = "API key, for clients that cannot send headers")),
-    responses((status = 101, description = "WebSocket upgrade; JSON messages described in docs/api.md"), (status = 400, body = crate::error::ErrorBody), (status = 401, body = crate::error::ErrorBody)))]
-pub async fn ws(
+    responses((status = 101, description = "WebSocket upgrade; JSON messages described in docs/api.md")))]
+async fn ws(
     State(state): State<AppState>,
-    caller: Caller,
+    Auth(caller): Auth,
     upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> ApiResult<Response> {
     let upgrade = upgrade.map_err(|e| {
@@ -83,10 +56,10 @@ pub async fn ws(
             ),
         )
     })?;
-    let limits = state.config.limits.websocket(caller.tier);
+    let limits = state.app.config().limits.websocket(caller.tier);
     // The slot is counted before the handshake is answered, so that a client whose connection
     // was accepted holds it (a refused one is told why once upgraded).
-    let slot = state.connections.take(&caller.org_id, limits.connections);
+    let slot = state.stream_slots.take(&caller.org_id, limits.connections);
     Ok(upgrade
         .max_message_size(MAX_MESSAGE_BYTES)
         .on_upgrade(move |socket| run(state, caller, limits, slot, socket)))
@@ -128,7 +101,7 @@ impl Filter {
     }
 
     /// Whether an alert is about what this subscription follows.
-    fn covers(&self, a: &plantd_model::alert::Alert) -> bool {
+    fn covers(&self, a: &Alert) -> bool {
         self.accepts(&a.asset_id, &a.tag_name, Some(&a.data_source_id))
     }
 
@@ -194,7 +167,7 @@ async fn run(
         close(&mut socket, close_code::POLICY, reason).await;
         return;
     };
-    let mut events = state.events.subscribe();
+    let mut events = state.app.events().subscribe();
     let mut subscriptions: BTreeMap<String, Filter> = BTreeMap::new();
     let mut next_id = 1_u64;
     let mut inbound = Rate::new(limits.messages_in_per_second);

@@ -1,24 +1,43 @@
-//! Telemetry (SPEC 2.3, 4.2, 8.3): ingest, raw and aggregated queries, latest values.
+//! Telemetry (SPEC 2.3, 4.2, 8.3, 8.5): ingest, raw and aggregated queries, latest values.
 
 use axum::extract::State;
 use axum::response::Response;
-use plantd_model::page::PageQuery;
+use plantd_model::FieldError;
+use plantd_model::Scope::{ReadTelemetry, WriteTelemetry};
+use plantd_model::Timestamp;
+use plantd_model::audit::AuditEvent;
 use plantd_model::telemetry::{
-    Aggregation, Interval, Point, Quality, check_name, parse_batch, validate_points,
+    Aggregation, Interval, Quality, check_name, parse_batch, validate_points,
 };
-use plantd_model::{FieldError, Timestamp};
 use plantd_tsdb::{AggregatedRow, RawRow, TelemetryFilter};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::sync::Arc;
 
-use crate::envelope::{Data, List, list, ok};
-use crate::error::{ApiError, ApiResult, ErrorBody};
-use crate::extract::{JsonBytes, ValidQuery, parse_json};
-use crate::pipeline::{AuditCommitted, RequestFacts, audit_record};
-use crate::rate_limit::{Bucket, Decision, Window};
-use crate::routes::page_of;
-use crate::state::{AppState, Caller};
+use crate::audit_record::{AuditCommitted, RequestFacts, audit_record};
+use crate::envelope::{Data, List, list, ok, page_of};
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{Auth, JsonBytes, ValidQuery, parse_json};
+use crate::routing::{Policy, Route, route};
+use crate::state::AppState;
+
+pub(crate) fn routes() -> Vec<Route> {
+    vec![
+        route!(
+            ingest,
+            Policy::scope(WriteTelemetry, AuditEvent::TelemetryIngest)
+                .limit(1000, 60)
+                .body_limit(MAX_INGEST_BODY)
+        ),
+        route!(
+            query,
+            Policy::scope(ReadTelemetry, AuditEvent::TelemetryQuery).limit(100, 60)
+        ),
+        route!(
+            latest,
+            Policy::scope(ReadTelemetry, AuditEvent::TelemetryLatest)
+        ),
+    ]
+}
 
 /// The largest ingest body (10,000 points with long names fit).
 pub const MAX_INGEST_BODY: usize = 16 * 1024 * 1024;
@@ -55,16 +74,16 @@ pub struct IngestResult {
 
 /// Store a batch of points, all or none. A point with the same asset, tag and timestamp as a
 /// stored one replaces it.
-#[utoipa::path(post, path = "/telemetry", tag = "telemetry", security(("api_key" = [])), request_body = IngestBody,
-    responses((status = 200, body = Data<IngestResult>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 429, body = ErrorBody)))]
-pub async fn ingest(
+#[utoipa::path(post, path = "/telemetry", tag = "telemetry", request_body = IngestBody,
+    responses((status = 200, body = Data<IngestResult>)))]
+async fn ingest(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Auth,
     facts: Option<axum::Extension<RequestFacts>>,
     JsonBytes(bytes): JsonBytes,
 ) -> ApiResult<Response> {
     let now = Timestamp::now();
-    let oldest = state.tsdb.retention().oldest_accepted(now);
+    let oldest = state.app.oldest_accepted(now);
     // A valid body is read straight into points; anything off is read again the detailed way,
     // which names every bad field.
     let (points, batch_source) = match parse_batch(&bytes, now, oldest) {
@@ -76,22 +95,16 @@ pub async fn ingest(
             (points, body.data_source_id)
         }
     };
-    check_sources(&state, &caller, &points, batch_source.as_deref()).await?;
     // The request's audit record is committed with its points (one commit per request, not
     // two); should the write fail, the pipeline records the failure as usual.
     let audit = facts.as_ref().map(|axum::Extension(f)| {
-        audit_record(f, Some(&caller), axum::http::StatusCode::OK, None, None)
+        audit_record(f, Some(&caller.0), axum::http::StatusCode::OK, None, None)
     });
     let audited = audit.is_some();
-    let stored = store_points(
-        &state,
-        &caller.org_id,
-        caller.tier,
-        Arc::new(points),
-        audit,
-        now,
-    )
-    .await?;
+    let stored = state
+        .app
+        .ingest(&caller, points, batch_source.as_deref(), audit)
+        .await?;
     let mut response = ok(IngestResult {
         accepted: stored.accepted,
     });
@@ -107,149 +120,6 @@ pub async fn ingest(
         response.extensions_mut().insert(AuditCommitted);
     }
     Ok(response)
-}
-
-/// What [`store_points`] did and how long it took.
-pub(crate) struct Stored {
-    pub accepted: usize,
-    /// The durable write (queueing for the group commit included).
-    pub write: std::time::Duration,
-    /// From the write to the batch's alert changes stored and published.
-    pub alerts: std::time::Duration,
-}
-
-/// The one way points enter storage (the ingest endpoint and the connectors): the tier's
-/// storage quota and ingestion limits, the durable write (with `audit` in the same commit), then
-/// alert evaluation and the live stream.
-pub(crate) async fn store_points(
-    state: &AppState,
-    org_id: &str,
-    tier: plantd_model::Tier,
-    points: Arc<Vec<Point>>,
-    audit: Option<plantd_store::NewAuditRecord>,
-    now: Timestamp,
-) -> ApiResult<Stored> {
-    if let Some(limit_gb) = state.config.limits.telemetry(tier).storage_gb {
-        let used = state
-            .tsdb
-            .storage_bytes(org_id)
-            .await
-            .map_err(|e| ApiError::Internal(e.to_string()))?;
-        if plantd_tsdb::over_quota(used, points.len(), limit_gb) {
-            return Err(ApiError::RateLimited {
-                message: format!(
-                    "storage quota of {limit_gb} GB for the {tier} tier reached ({:.3} GB used); retention frees space, or raise the tier",
-                    used as f64 / 1e9
-                ),
-                retry_after: state.config.retention_interval.as_secs().max(1),
-            });
-        }
-    }
-    admit_points(state, org_id, tier, points.len() as u64, now)?;
-    let started = std::time::Instant::now();
-    let accepted = state
-        .tsdb
-        .ingest(org_id, points.clone(), audit)
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
-    let write = started.elapsed();
-    // Committed: evaluate alert rules, tell live subscribers.
-    state.alerts.evaluate(state, org_id, &points).await;
-    let alerts = started.elapsed() - write;
-    state.events.publish(crate::events::Event::Telemetry {
-        org_id: org_id.into(),
-        points,
-    });
-    Ok(Stored {
-        accepted,
-        write,
-        alerts,
-    })
-}
-
-/// Every named data source must be one of the caller's organization: the batch's is named
-/// `data_source_id`, a point's own (when it differs) `data[i].data_source_id`.
-async fn check_sources(
-    state: &AppState,
-    caller: &Caller,
-    points: &[Point],
-    batch_source: Option<&str>,
-) -> ApiResult<()> {
-    if batch_source.is_none() && points.iter().all(|p| p.data_source_id.is_none()) {
-        return Ok(());
-    }
-    let sources = state.store.org_data_sources(&caller.org_id).await?;
-    let known = |id: &str| sources.iter().any(|d| d.id == id);
-    let mut errors = Vec::new();
-    if let Some(ds) = batch_source
-        && !known(ds)
-    {
-        errors.push(FieldError::new(
-            "data_source_id",
-            "is not a data source of this organization",
-        ));
-    }
-    let mut checked: Option<&str> = batch_source;
-    for (i, p) in points.iter().enumerate() {
-        let Some(ds) = p.data_source_id.as_deref() else {
-            continue;
-        };
-        if Some(ds) == batch_source || Some(ds) == checked {
-            continue;
-        }
-        if known(ds) {
-            checked = Some(ds);
-        } else if errors.len() < plantd_model::telemetry::MAX_DETAILS {
-            errors.push(FieldError::new(
-                format!("data[{i}].data_source_id"),
-                "is not a data source of this organization",
-            ));
-        }
-    }
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(ApiError::Validation(errors))
-    }
-}
-
-/// The tier's ingestion limits (SPEC 8.3), counted in points per organization.
-fn admit_points(
-    state: &AppState,
-    org_id: &str,
-    tier: plantd_model::Tier,
-    n: u64,
-    now: Timestamp,
-) -> ApiResult<()> {
-    let limits = state.config.limits.telemetry(tier);
-    let windows: Vec<Window> = [
-        (limits.points_per_minute, 60),
-        (limits.points_per_hour, 3_600),
-    ]
-    .into_iter()
-    .filter_map(|(l, w)| {
-        l.map(|limit| Window {
-            limit,
-            window_secs: w,
-        })
-    })
-    .collect();
-    let bucket = Bucket {
-        name: format!("points:{org_id}"),
-        label: "telemetry ingestion",
-        windows,
-    };
-    match state.limiter.check_n(&[bucket], n, now.unix_seconds()) {
-        Decision::Allowed(_) => Ok(()),
-        Decision::Refused {
-            retry_after, scope, ..
-        } => Err(ApiError::RateLimited {
-            message: format!(
-                "rate limit exceeded: {scope} points; this batch has {n} points; retry in {retry_after} s"
-            ),
-            retry_after,
-        }),
-    }
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
@@ -283,17 +153,14 @@ pub enum TelemetryRow {
 
 /// Points (raw, with quality) or aggregates (per series and bucket, with the count of points),
 /// ordered by time, then asset and tag.
-#[utoipa::path(get, path = "/telemetry", tag = "telemetry", security(("api_key" = [])), params(TelemetryQuery),
-    responses((status = 200, body = List<TelemetryRow>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 429, body = ErrorBody)))]
-pub async fn query(
+#[utoipa::path(get, path = "/telemetry", tag = "telemetry", params(TelemetryQuery),
+    responses((status = 200, body = List<TelemetryRow>)))]
+async fn query(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Auth,
     ValidQuery(q): ValidQuery<TelemetryQuery>,
 ) -> ApiResult<Response> {
-    let page = page_of(PageQuery {
-        page: q.page,
-        per_page: q.per_page,
-    })?;
+    let page = page_of(q.page, q.per_page)?;
     let mut errors = Vec::new();
     let mut time = |field: &str, text: &Option<String>| {
         text.as_deref()
@@ -328,27 +195,24 @@ pub async fn query(
         start,
         end,
     };
-    let internal = |e: plantd_tsdb::TsdbError| ApiError::Internal(e.to_string());
     if q.aggregation.is_none() && q.interval.is_none() {
         let paged = state
-            .tsdb
-            .query_raw(&caller.org_id, &filter, page)
-            .await
-            .map_err(internal)?;
+            .app
+            .telemetry_raw(&caller.org_id, &filter, page)
+            .await?;
         return Ok(list(page, paged, TelemetryRow::Raw));
     }
     let agg = q.aggregation.unwrap_or(Aggregation::Avg);
     let paged = state
-        .tsdb
-        .query_aggregated(
+        .app
+        .telemetry_aggregated(
             &caller.org_id,
             &filter,
             agg,
             q.interval.map(Interval::millis),
             page,
         )
-        .await
-        .map_err(internal)?;
+        .await?;
     Ok(list(page, paged, TelemetryRow::Aggregated))
 }
 
@@ -372,11 +236,11 @@ pub struct LatestRow {
 
 /// The latest value of each tag of an asset (of the listed tags when `tags` is given), by tag
 /// name. An asset without data gives an empty list.
-#[utoipa::path(get, path = "/telemetry/latest", tag = "telemetry", security(("api_key" = [])), params(LatestQuery),
-    responses((status = 200, body = Data<Vec<LatestRow>>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
-pub async fn latest(
+#[utoipa::path(get, path = "/telemetry/latest", tag = "telemetry", params(LatestQuery),
+    responses((status = 200, body = Data<Vec<LatestRow>>)))]
+async fn latest(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Auth,
     ValidQuery(q): ValidQuery<LatestQuery>,
 ) -> ApiResult<Response> {
     let asset_id = q
@@ -392,10 +256,9 @@ pub async fn latest(
             .collect()
     });
     let values = state
-        .tsdb
-        .latest(&caller.org_id, &asset_id, tags.as_deref())
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
+        .app
+        .latest_values(&caller.org_id, &asset_id, tags.as_deref())
+        .await?;
     let rows: Vec<LatestRow> = values
         .into_iter()
         .map(|v| LatestRow {

@@ -2,16 +2,28 @@
 
 use axum::extract::State;
 use axum::response::Response;
+use plantd_app::users::{PasswordChange, ProfileUpdate};
 use plantd_model::Timestamp;
+use plantd_model::audit::AuditEvent;
 use plantd_model::org::{Role, User};
-use plantd_model::validation::{MIN_PASSWORD_LEN, Validator};
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde::Serialize;
 
 use crate::envelope::{Data, no_content, ok};
-use crate::error::{ApiError, ApiResult, ErrorBody};
-use crate::extract::ValidJson;
-use crate::state::{AppState, Caller};
+use crate::error::ApiResult;
+use crate::extract::{Auth, ValidJson};
+use crate::routing::{Policy, Route, route};
+use crate::state::AppState;
+
+pub(crate) fn routes() -> Vec<Route> {
+    vec![
+        route!(get_me, Policy::any_key(AuditEvent::UserRead)),
+        route!(update_me, Policy::any_key(AuditEvent::UserUpdate)),
+        route!(
+            change_password,
+            Policy::any_key(AuditEvent::UserPasswordChange)
+        ),
+    ]
+}
 
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct Me {
@@ -23,25 +35,6 @@ pub struct Me {
     pub role: Role,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
-}
-
-async fn me(state: &AppState, caller: &Caller) -> ApiResult<(User, Role)> {
-    let user_id = caller.user_id.as_deref().ok_or_else(|| {
-        ApiError::NotFound(
-            "this API key does not act for a user (it was created for the organization)".into(),
-        )
-    })?;
-    let user = state
-        .store
-        .user(user_id)
-        .await
-        .map_err(|_| ApiError::not_found("user"))?;
-    let member = state
-        .store
-        .member(&caller.org_id, user_id)
-        .await
-        .map_err(|_| ApiError::not_found("user"))?;
-    Ok((user, member.role))
 }
 
 fn view(user: User, role: Role, org_id: &str) -> Me {
@@ -56,108 +49,32 @@ fn view(user: User, role: Role, org_id: &str) -> Me {
     }
 }
 
-#[utoipa::path(get, path = "/users/me", tag = "users", security(("api_key" = [])),
-    responses((status = 200, body = Data<Me>), (status = 404, body = ErrorBody)))]
-pub async fn get_me(State(state): State<AppState>, caller: Caller) -> ApiResult<Response> {
-    let (user, role) = me(&state, &caller).await?;
+#[utoipa::path(get, path = "/users/me", tag = "users",
+    responses((status = 200, body = Data<Me>), (status = 404, description = "The key acts for no user")))]
+async fn get_me(State(state): State<AppState>, caller: Auth) -> ApiResult<Response> {
+    let (user, role) = state.app.me(&caller).await?;
     Ok(ok(view(user, role, &caller.org_id)))
 }
 
-/// Only `name` can change. Read-only fields of a fetched profile are accepted and ignored.
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct UpdateMe {
-    pub name: Option<String>,
-    #[schema(value_type = Option<String>, read_only)]
-    pub id: Option<Value>,
-    #[schema(value_type = Option<String>, read_only)]
-    pub email: Option<Value>,
-    #[schema(value_type = Option<String>, read_only)]
-    pub organization_id: Option<Value>,
-    #[schema(value_type = Option<String>, read_only)]
-    pub role: Option<Value>,
-    #[schema(value_type = Option<String>, read_only)]
-    pub created_at: Option<Value>,
-    #[schema(value_type = Option<String>, read_only)]
-    pub updated_at: Option<Value>,
-}
-
-#[utoipa::path(put, path = "/users/me", tag = "users", security(("api_key" = [])), request_body = UpdateMe,
-    responses((status = 200, body = Data<Me>), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
-pub async fn update_me(
+#[utoipa::path(put, path = "/users/me", tag = "users", request_body = ProfileUpdate,
+    responses((status = 200, body = Data<Me>), (status = 404, description = "The key acts for no user")))]
+async fn update_me(
     State(state): State<AppState>,
-    caller: Caller,
-    ValidJson(body): ValidJson<UpdateMe>,
+    caller: Auth,
+    ValidJson(body): ValidJson<ProfileUpdate>,
 ) -> ApiResult<Response> {
-    let (user, role) = me(&state, &caller).await?;
-    if let Some(email) = body.email.as_ref().and_then(Value::as_str)
-        && email.trim().to_lowercase() != user.email
-    {
-        return Err(ApiError::validation(
-            "email",
-            "cannot be changed through the API",
-        ));
-    }
-    let user = match body.name {
-        Some(name) => {
-            let mut v = Validator::new();
-            v.text("name", &name, 200);
-            v.finish().map_err(ApiError::Validation)?;
-            state.store.update_user_name(&user.id, name.trim()).await?
-        }
-        None => user,
-    };
+    let (user, role) = state.app.update_me(&caller, body).await?;
     Ok(ok(view(user, role, &caller.org_id)))
-}
-
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ChangePassword {
-    /// Required when the user has a password.
-    pub current_password: Option<String>,
-    pub new_password: String,
 }
 
 /// Change the password; the current one must be given (unless none is set yet).
-#[utoipa::path(post, path = "/users/me/password", tag = "users", security(("api_key" = [])), request_body = ChangePassword,
-    responses((status = 204, description = "Changed"), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
-pub async fn change_password(
+#[utoipa::path(post, path = "/users/me/password", tag = "users", request_body = PasswordChange,
+    responses((status = 204, description = "Changed"), (status = 404, description = "The key acts for no user")))]
+async fn change_password(
     State(state): State<AppState>,
-    caller: Caller,
-    ValidJson(body): ValidJson<ChangePassword>,
+    caller: Auth,
+    ValidJson(body): ValidJson<PasswordChange>,
 ) -> ApiResult<Response> {
-    let (user, _) = me(&state, &caller).await?;
-    let mut v = Validator::new();
-    v.check(
-        body.new_password.chars().count() >= MIN_PASSWORD_LEN,
-        "new_password",
-        format!("must have at least {MIN_PASSWORD_LEN} characters"),
-    );
-    v.check(
-        body.new_password.len() <= 1024,
-        "new_password",
-        "must have at most 1024 bytes",
-    );
-    if let Some(stored) = state.store.password_hash(&user.id).await? {
-        match &body.current_password {
-            None => v.add("current_password", "is required"),
-            Some(given) => {
-                let (given, stored) = (given.clone(), stored.clone());
-                let matches = tokio::task::spawn_blocking(move || {
-                    plantd_auth::verify_password(&given, &stored)
-                })
-                .await
-                .map_err(|e| ApiError::Internal(e.to_string()))?;
-                v.check(matches, "current_password", "is incorrect");
-            }
-        }
-    }
-    v.finish().map_err(ApiError::Validation)?;
-    let new = body.new_password;
-    let hash = tokio::task::spawn_blocking(move || plantd_auth::hash_password(&new))
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
-    state.store.set_password(&user.id, &hash).await?;
+    state.app.change_password(&caller, body).await?;
     Ok(no_content())
 }

@@ -1,0 +1,103 @@
+//! [`App`]: the application's shared state, handed to every use case and worker. Cheap to clone
+//! (one `Arc`). What it holds, and why:
+//! - the store and the telemetry store: every use case reads or writes through them;
+//! - the configuration;
+//! - the rate limiter: request windows of the API and point windows of telemetry intake count
+//!   in one place, so that usage reads what limits enforce;
+//! - the key cache, the usage counter and the worker board: authentication, request counts and
+//!   worker status outlive any one request;
+//! - the event bus and the alert engine: intake publishes and evaluates, the live stream and
+//!   the delivery worker subscribe.
+
+use plantd_model::Timestamp;
+use plantd_store::Store;
+use plantd_tsdb::Tsdb;
+use std::sync::Arc;
+
+use crate::alert_engine::AlertEngine;
+use crate::config::AppConfig;
+use crate::events::EventBus;
+use crate::key_cache::KeyCache;
+use crate::rate_limit::RateLimiter;
+use crate::usage::UsageCounter;
+use crate::worker_board::WorkerBoard;
+
+#[derive(Clone)]
+pub struct App {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Store,
+    tsdb: Tsdb,
+    config: AppConfig,
+    limiter: RateLimiter,
+    keys: KeyCache,
+    usage: UsageCounter,
+    workers: WorkerBoard,
+    events: EventBus,
+    alerts: AlertEngine,
+    started_at: Timestamp,
+}
+
+impl App {
+    pub fn new(store: Store, config: AppConfig) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                tsdb: Tsdb::new(store.clone(), config.retention),
+                store,
+                config,
+                limiter: RateLimiter::new(),
+                keys: KeyCache::default(),
+                usage: UsageCounter::default(),
+                workers: WorkerBoard::default(),
+                events: EventBus::default(),
+                alerts: AlertEngine::default(),
+                started_at: Timestamp::now(),
+            }),
+        }
+    }
+
+    pub fn config(&self) -> &AppConfig {
+        &self.inner.config
+    }
+
+    /// The rate-limit counters (the API's request windows are counted here too).
+    pub fn limiter(&self) -> &RateLimiter {
+        &self.inner.limiter
+    }
+
+    /// Request counts per key and endpoint, written to the database by a worker.
+    pub fn usage(&self) -> &UsageCounter {
+        &self.inner.usage
+    }
+
+    /// Committed telemetry and alert changes of this node, as they happen.
+    pub fn events(&self) -> &EventBus {
+        &self.inner.events
+    }
+
+    pub fn started_at(&self) -> Timestamp {
+        self.inner.started_at
+    }
+
+    pub(crate) fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    pub(crate) fn tsdb(&self) -> &Tsdb {
+        &self.inner.tsdb
+    }
+
+    pub(crate) fn keys(&self) -> &KeyCache {
+        &self.inner.keys
+    }
+
+    pub(crate) fn workers(&self) -> &WorkerBoard {
+        &self.inner.workers
+    }
+
+    pub(crate) fn alert_engine(&self) -> &AlertEngine {
+        &self.inner.alerts
+    }
+}

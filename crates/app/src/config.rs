@@ -1,0 +1,40 @@
+//! Settings of the application that come from plantd's configuration (`plantd serve`).
+
+use plantd_model::tier::LimitPolicy;
+use std::time::Duration;
+
+#[derive(Clone, Debug)]
+pub struct AppConfig {
+    pub limits: LimitPolicy,
+    /// Requests per minute per client address without valid credentials.
+    pub anonymous_per_minute: u64,
+    /// How long a looked-up key is trusted before it is read again (other nodes' revocations
+    /// and operator tier changes take effect within this time; this node's revocations at once).
+    pub key_cache_ttl: Duration,
+    /// How often request counts are written to the database.
+    pub usage_flush_interval: Duration,
+    /// Telemetry retention per level.
+    pub retention: plantd_tsdb::Retention,
+    /// How often the retention job runs.
+    pub retention_interval: Duration,
+    /// Where OPC UA connectors keep their key pair and the servers' certificates.
+    pub connectors_pki_dir: std::path::PathBuf,
+    /// The SMTP relay for alert emails (`[smtp]`); without it email notifications fail with a
+    /// message saying so.
+    pub smtp: Option<plantd_alerts::channels::SmtpConfig>,
+}
+
+impl Default for AppConfig {
+    fn default() -> Self {
+        Self {
+            limits: LimitPolicy::default(),
+            anonymous_per_minute: 300,
+            key_cache_ttl: Duration::from_secs(10),
+            usage_flush_interval: Duration::from_secs(5),
+            retention: plantd_tsdb::Retention::default(),
+            retention_interval: Duration::from_secs(3600),
+            connectors_pki_dir: std::env::temp_dir().join("plantd-pki-connectors"),
+            smtp: None,
+        }
+    }
+}

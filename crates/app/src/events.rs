@@ -1,0 +1,60 @@
+//! The in-process event bus (DESIGN 5): telemetry intake publishes committed points and alert
+//! changes here; the live stream and the delivery worker subscribe. Events are per node: several
+//! API nodes will carry them over NATS JetStream behind the same type.
+
+use plantd_model::alert::Alert;
+use plantd_model::event::EventType;
+use plantd_model::telemetry::Point;
+use std::sync::Arc;
+use tokio::sync::broadcast;
+
+/// Events buffered per subscriber before a slow one is told it missed some.
+pub const BUS_CAPACITY: usize = 4096;
+
+#[derive(Clone, Debug)]
+pub enum Event {
+    /// A committed batch of one organization.
+    Telemetry {
+        org_id: Arc<str>,
+        points: Arc<Vec<Point>>,
+    },
+    /// An alert was triggered, acknowledged or resolved.
+    Alert {
+        org_id: Arc<str>,
+        event: EventType,
+        alert: Arc<Alert>,
+    },
+}
+
+#[derive(Clone)]
+pub struct EventBus {
+    sender: broadcast::Sender<Event>,
+}
+
+impl Default for EventBus {
+    fn default() -> Self {
+        Self {
+            sender: broadcast::channel(BUS_CAPACITY).0,
+        }
+    }
+}
+
+impl EventBus {
+    pub fn publish(&self, event: Event) {
+        // No subscriber is not an error: nobody is listening right now.
+        let _ = self.sender.send(event);
+    }
+
+    /// Tells live subscribers of an alert change.
+    pub fn publish_alert(&self, event: EventType, alert: Alert) {
+        self.publish(Event::Alert {
+            org_id: alert.org_id.as_str().into(),
+            event,
+            alert: Arc::new(alert),
+        });
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.sender.subscribe()
+    }
+}

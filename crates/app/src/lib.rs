@@ -1,0 +1,38 @@
+//! The application layer of plantd: every use case of the platform as a method of [`App`] (one
+//! module per domain, named as its store and API modules are), and the background workers
+//! (telemetry intake with its quotas, the connector supervisor, the alert engine, the delivery
+//! worker with its webhook, email and Slack sending, retention and usage). It knows no HTTP: the
+//! API, the command line and tests call it alike. This file only declares and re-exports.
+
+mod alert_engine;
+pub mod alerts;
+pub mod api_keys;
+mod app;
+pub mod audit;
+mod caller;
+mod config;
+mod connectors;
+pub mod data_sources;
+mod deliveries;
+mod error;
+pub mod events;
+mod key_cache;
+pub mod notifications;
+pub mod operator;
+pub mod orgs;
+pub mod rate_limit;
+pub mod system;
+pub mod telemetry;
+mod usage;
+pub mod users;
+pub mod webhooks;
+mod worker_board;
+mod workers;
+
+pub use app::App;
+pub use caller::Caller;
+pub use config::AppConfig;
+pub use error::{AppError, AppResult};
+pub use usage::UsageCounter;
+pub use worker_board::WorkerState;
+pub use workers::Workers;

@@ -1,0 +1,166 @@
+//! Operator operations shared by the command line (`plantd keys|orgs|users create`), the first
+//! start and the test fixtures: they act on the store directly, outside the HTTP pipeline and
+//! without a running [`App`](crate::App).
+
+use plantd_model::org::{MemberStatus, Organization, Role};
+use plantd_model::validation::{MIN_PASSWORD_LEN, Validator, describe};
+use plantd_model::{Scope, Tier, Timestamp};
+use plantd_store::{NewApiKey, NewUser, Store, StoreError};
+
+use crate::api_keys::validate_new_key;
+use crate::error::AppError;
+use crate::users::hash_password;
+
+#[derive(Debug, thiserror::Error)]
+pub enum OperatorError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("organization {0} does not exist")]
+    NoSuchOrg(String),
+    #[error("there is no organization yet: start `plantd serve` once or run `plantd orgs create`")]
+    NoOrg,
+    #[error("storage failed")]
+    Store(#[from] StoreError),
+}
+
+fn invalid(v: Validator) -> Result<(), OperatorError> {
+    v.finish()
+        .map_err(|errors| OperatorError::Invalid(describe(&errors)))
+}
+
+/// The organization named by `--org`, or the first one.
+pub async fn resolve_org(store: &Store, org: Option<&str>) -> Result<Organization, OperatorError> {
+    match org {
+        Some(id) => store.org(id).await.map_err(|e| match e {
+            StoreError::NotFound => OperatorError::NoSuchOrg(id.to_string()),
+            other => other.into(),
+        }),
+        None => store.first_org().await?.ok_or(OperatorError::NoOrg),
+    }
+}
+
+/// Creates an organization.
+pub async fn create_org(
+    store: &Store,
+    name: &str,
+    tier: Tier,
+) -> Result<Organization, OperatorError> {
+    let mut v = Validator::new();
+    v.text("name", name, 200);
+    invalid(v)?;
+    Ok(store.create_org(name.trim(), tier).await?)
+}
+
+/// A new key of `org` (acting for its first owner, if any); returns the key id and the secret.
+pub async fn create_key(
+    store: &Store,
+    org: Option<&str>,
+    name: &str,
+    scopes: &[Scope],
+    expires_at: Option<Timestamp>,
+) -> Result<(String, String), OperatorError> {
+    let org = resolve_org(store, org).await?;
+    validate_new_key(name, scopes, expires_at).map_err(|e| match e {
+        AppError::Invalid(errors) => OperatorError::Invalid(describe(&errors)),
+        other => OperatorError::Invalid(plantd_model::error_chain(&other)),
+    })?;
+    let owner = store.first_owner(&org.id).await?;
+    let secret = plantd_auth::generate_key();
+    let key = store
+        .create_api_key(NewApiKey {
+            org_id: &org.id,
+            user_id: owner.as_deref(),
+            name: name.trim(),
+            scopes,
+            expires_at,
+            prefix: &secret.display_prefix,
+            key_hash: &secret.hash,
+        })
+        .await?;
+    Ok((key.id, secret.secret))
+}
+
+/// Creates a user with a password and makes them a member of `org` with `role`. An existing
+/// user without a password (an invitation) gets the password and becomes active.
+pub async fn create_user(
+    store: &Store,
+    org: Option<&str>,
+    email: &str,
+    password: &str,
+    role: Role,
+) -> Result<String, OperatorError> {
+    let org = resolve_org(store, org).await?;
+    let mut v = Validator::new();
+    v.email("email", email.trim());
+    v.check(
+        password.chars().count() >= MIN_PASSWORD_LEN,
+        "password",
+        format!("must have at least {MIN_PASSWORD_LEN} characters"),
+    );
+    invalid(v)?;
+    let hash = hash_password(password)
+        .await
+        .map_err(|e| OperatorError::Invalid(plantd_model::error_chain(&e)))?;
+    let user = match store.user_by_email(email).await? {
+        Some(existing) => {
+            if store.password_hash(&existing.id).await?.is_some() {
+                return Err(OperatorError::Invalid(format!(
+                    "a user with email {} already exists",
+                    existing.email
+                )));
+            }
+            store.set_password(&existing.id, &hash).await?;
+            existing
+        }
+        None => {
+            let name = email.split('@').next().unwrap_or_default();
+            store
+                .create_user(NewUser {
+                    email,
+                    name,
+                    password_hash: Some(&hash),
+                })
+                .await?
+        }
+    };
+    match store
+        .add_member(&org.id, &user.id, role, MemberStatus::Active)
+        .await
+    {
+        Ok(_) | Err(StoreError::Conflict(_)) => {}
+        Err(e) => return Err(e.into()),
+    }
+    Ok(user.id)
+}
+
+/// The login created on first start.
+pub struct FirstStart {
+    pub org: Organization,
+    pub email: String,
+    pub password: String,
+}
+
+pub const FIRST_ADMIN_EMAIL: &str = "admin@localhost";
+
+/// On an empty database: creates organization "Default" (enterprise) and the owner
+/// `admin@localhost` with a random password. Returns `None` when organizations already exist.
+pub async fn first_start(store: &Store) -> Result<Option<FirstStart>, OperatorError> {
+    if store.org_count().await? > 0 {
+        return Ok(None);
+    }
+    let org = store.create_org("Default", Tier::Enterprise).await?;
+    let password = plantd_auth::generate_password();
+    create_user(
+        store,
+        Some(&org.id),
+        FIRST_ADMIN_EMAIL,
+        &password,
+        Role::Owner,
+    )
+    .await?;
+    Ok(Some(FirstStart {
+        org,
+        email: FIRST_ADMIN_EMAIL.into(),
+        password,
+    }))
+}

@@ -1,0 +1,126 @@
+//! The user an API key acts for (SPEC 4.9): profile and password.
+
+use plantd_model::org::{Role, User};
+use plantd_model::validation::{MIN_PASSWORD_LEN, Validator};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::app::App;
+use crate::caller::Caller;
+use crate::error::{AppError, AppResult};
+
+/// Only `name` can change. Read-only fields of a fetched profile are accepted and ignored.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileUpdate {
+    pub name: Option<String>,
+    #[schema(value_type = Option<String>, read_only)]
+    pub id: Option<Value>,
+    #[schema(value_type = Option<String>, read_only)]
+    pub email: Option<Value>,
+    #[schema(value_type = Option<String>, read_only)]
+    pub organization_id: Option<Value>,
+    #[schema(value_type = Option<String>, read_only)]
+    pub role: Option<Value>,
+    #[schema(value_type = Option<String>, read_only)]
+    pub created_at: Option<Value>,
+    #[schema(value_type = Option<String>, read_only)]
+    pub updated_at: Option<Value>,
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PasswordChange {
+    /// Required when the user has a password.
+    pub current_password: Option<String>,
+    pub new_password: String,
+}
+
+/// Argon2id work off the async threads.
+pub(crate) async fn hash_password(password: &str) -> AppResult<String> {
+    let pw = password.to_string();
+    tokio::task::spawn_blocking(move || plantd_auth::hash_password(&pw))
+        .await
+        .map_err(|e| AppError::internal("password hashing stopped", e))?
+        .map_err(|e| AppError::internal("cannot hash the password", e))
+}
+
+async fn verify_password(given: &str, stored: &str) -> AppResult<bool> {
+    let (given, stored) = (given.to_string(), stored.to_string());
+    tokio::task::spawn_blocking(move || plantd_auth::verify_password(&given, &stored))
+        .await
+        .map_err(|e| AppError::internal("password verification stopped", e))
+}
+
+impl App {
+    /// The caller's user and role in the caller's organization.
+    pub async fn me(&self, caller: &Caller) -> AppResult<(User, Role)> {
+        let user_id = caller.user_id.as_deref().ok_or(AppError::NoUser)?;
+        let user = self
+            .store()
+            .user(user_id)
+            .await
+            .map_err(|_| AppError::NotFound("user"))?;
+        let member = self
+            .store()
+            .member(&caller.org_id, user_id)
+            .await
+            .map_err(|_| AppError::NotFound("user"))?;
+        Ok((user, member.role))
+    }
+
+    pub async fn update_me(
+        &self,
+        caller: &Caller,
+        update: ProfileUpdate,
+    ) -> AppResult<(User, Role)> {
+        let (user, role) = self.me(caller).await?;
+        if let Some(email) = update.email.as_ref().and_then(Value::as_str)
+            && email.trim().to_lowercase() != user.email
+        {
+            return Err(AppError::invalid(
+                "email",
+                "cannot be changed through the API",
+            ));
+        }
+        let user = match update.name {
+            Some(name) => {
+                let mut v = Validator::new();
+                v.text("name", &name, 200);
+                v.finish()?;
+                self.store().update_user_name(&user.id, name.trim()).await?
+            }
+            None => user,
+        };
+        Ok((user, role))
+    }
+
+    /// Changes the password; the current one must be given (unless none is set yet).
+    pub async fn change_password(&self, caller: &Caller, change: PasswordChange) -> AppResult<()> {
+        let (user, _) = self.me(caller).await?;
+        let mut v = Validator::new();
+        v.check(
+            change.new_password.chars().count() >= MIN_PASSWORD_LEN,
+            "new_password",
+            format!("must have at least {MIN_PASSWORD_LEN} characters"),
+        );
+        v.check(
+            change.new_password.len() <= 1024,
+            "new_password",
+            "must have at most 1024 bytes",
+        );
+        if let Some(stored) = self.store().password_hash(&user.id).await? {
+            match &change.current_password {
+                None => v.add("current_password", "is required"),
+                Some(given) => {
+                    let matches = verify_password(given, &stored).await?;
+                    v.check(matches, "current_password", "is incorrect");
+                }
+            }
+        }
+        v.finish()?;
+        let hash = hash_password(&change.new_password).await?;
+        self.store().set_password(&user.id, &hash).await?;
+        Ok(())
+    }
+}

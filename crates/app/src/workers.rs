@@ -1,0 +1,109 @@
+//! The background workers: [`App::start`] runs the usage flusher, telemetry retention, the
+//! connector supervisor and the delivery worker until [`Workers::stop`]; each reports its last
+//! run and last error on the worker board (`GET /v1/status`).
+
+use plantd_model::Timestamp;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::app::App;
+
+/// The running background workers.
+pub struct Workers {
+    app: App,
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl App {
+    /// Reads what the workers need at start (open alerts) and starts them.
+    pub async fn start(&self) -> Workers {
+        if let Err(e) = self.alert_engine().load(self.store()).await {
+            tracing::error!(error = %plantd_model::error_chain(&e), "cannot read open alerts; rules may fire again for them");
+        }
+        let (stop, stopped) = watch::channel(false);
+        let tasks = vec![
+            tokio::spawn(usage_flusher(self.clone(), stopped.clone())),
+            tokio::spawn(retention_worker(self.clone(), stopped.clone())),
+            tokio::spawn(crate::connectors::supervise(self.clone(), stopped.clone())),
+            tokio::spawn(crate::deliveries::run(self.clone(), stopped)),
+        ];
+        Workers {
+            app: self.clone(),
+            stop,
+            tasks,
+        }
+    }
+}
+
+impl Workers {
+    /// Stops every worker, waits for their last writes and writes pending usage counts.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+        if let Err(e) = self.app.usage().flush(self.app.store()).await {
+            tracing::error!(error = %plantd_model::error_chain(&e), "could not write the last usage counts");
+        }
+    }
+}
+
+const USAGE_WORKER: &str = "usage_flusher";
+
+/// Writes request counts to the database and forgets ended rate-limit windows.
+async fn usage_flusher(app: App, mut stop: watch::Receiver<bool>) {
+    app.workers().register(USAGE_WORKER);
+    let mut tick = tokio::time::interval(app.config().usage_flush_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.changed() => return,
+        }
+        let result = app.usage().flush(app.store()).await;
+        if let Err(e) = &result {
+            tracing::warn!(error = %plantd_model::error_chain(e), "usage flush failed; counts are kept for the next attempt");
+        }
+        app.workers().report(
+            USAGE_WORKER,
+            result.map_err(|e| plantd_model::error_chain(&e)),
+        );
+        app.limiter().prune(Timestamp::now().unix_seconds());
+    }
+}
+
+const RETENTION_WORKER: &str = "telemetry_retention";
+
+/// Deletes telemetry past each level's retention, at start and then every interval.
+async fn retention_worker(app: App, mut stop: watch::Receiver<bool>) {
+    app.workers().register(RETENTION_WORKER);
+    let mut tick = tokio::time::interval(app.config().retention_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.changed() => return,
+        }
+        let result = app.tsdb().enforce_retention(Timestamp::now()).await;
+        match &result {
+            Ok(r) if r.raw_deleted + r.rollups_deleted > 0 => {
+                tracing::info!(
+                    raw = r.raw_deleted,
+                    rollups = r.rollups_deleted,
+                    "telemetry retention applied"
+                )
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(error = %plantd_model::error_chain(e), "telemetry retention failed; retrying at the next interval")
+            }
+        }
+        app.workers().report(
+            RETENTION_WORKER,
+            result
+                .map(|_| ())
+                .map_err(|e| plantd_model::error_chain(&e)),
+        );
+    }
+}

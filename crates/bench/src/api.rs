@@ -1,0 +1,105 @@
+//! `plantd-bench api`: authenticated `GET /v1/data-sources` requests per second and latency
+//! percentiles over loopback, with rate limiting (finite enterprise limits) and audit on, on
+//! SQLite and on PostgreSQL, beside `GET /v1/health` (the HTTP stack without auth or database)
+//! as a reference ceiling. The server runs as its own process (the release `plantd` binary next
+//! to this one); the load generator is a lean HTTP/1.1 keep-alive client. Both share the
+//! machine's cores: the table says so.
+
+use anyhow::{Result, bail};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::harness::{Options, connect, create_postgres_db, load, pct, request, start_server};
+
+pub(crate) async fn run(o: &Options) -> Result<()> {
+    let mut backends: Vec<(&str, Option<String>)> = vec![("SQLite", None)];
+    if let Some(url) = &o.postgres_url {
+        match create_postgres_db(url) {
+            Ok(db) => backends.push(("PostgreSQL", Some(db))),
+            Err(e) => eprintln!("PostgreSQL skipped: {e}"),
+        }
+    }
+    println!(
+        "plantd API benchmark: {} connections, {} s per row, load generator and server share this machine's {} cores",
+        o.connections.unwrap_or(16),
+        o.duration.as_secs(),
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    println!(
+        "rate limiting on (finite enterprise limits), audit on; 20 data sources in the organization\n"
+    );
+    println!(
+        "{:<11} {:<38} {:>10} {:>10} {:>9} {:>9} {:>7}",
+        "backend", "request", "requests", "req/s", "p50 ms", "p99 ms", "errors"
+    );
+    for (name, url) in &backends {
+        let (server, key) = start_server(o, url.as_deref())?;
+        let mut sender = connect(&server.addr).await?;
+        for i in 0..20 {
+            let body = format!(
+                r#"{{"name": "PLC {i}", "type": "modbus", "enabled": false, "config": {{"host": "10.0.0.{i}"}}}}"#
+            );
+            let s = request(
+                &mut sender,
+                "POST",
+                &server.addr,
+                "/v1/data-sources",
+                &key,
+                Some(&body),
+            )
+            .await?;
+            if s != 201 {
+                bail!("creating data sources failed with {s}");
+            }
+        }
+        let _ = load(
+            &server.addr,
+            &key,
+            "/v1/data-sources",
+            o.connections.unwrap_or(16),
+            Duration::from_secs(2),
+        )
+        .await?;
+        for (label, path) in [
+            (
+                "GET /v1/data-sources (auth, limits, list)",
+                "/v1/data-sources",
+            ),
+            ("GET /v1/health (reference)", "/v1/health"),
+        ] {
+            let r = load(
+                &server.addr,
+                &key,
+                path,
+                o.connections.unwrap_or(16),
+                o.duration,
+            )
+            .await?;
+            println!(
+                "{:<11} {:<38} {:>10} {:>10.0} {:>9.2} {:>9.2} {:>7}",
+                name,
+                label,
+                r.requests,
+                r.requests as f64 / r.seconds,
+                pct(&r.latencies_us, 0.50),
+                pct(&r.latencies_us, 0.99),
+                r.errors
+            );
+        }
+        drop(server);
+        if let (Some(url), Some(base)) = (url, &o.postgres_url) {
+            let name = url.rsplit('/').next().unwrap_or_default();
+            let _ = Command::new("psql")
+                .args([
+                    base.as_str(),
+                    "-qc",
+                    &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+                ])
+                .status();
+        }
+    }
+    println!(
+        "\ntarget (issue 2): >= 20,000 req/s and p99 < 5 ms for GET /v1/data-sources on 2 cores"
+    );
+    Ok(())
+}

@@ -1,0 +1,64 @@
+//! The names of events plantd announces (SPEC 6): on the live stream, to webhooks and in
+//! notifications. One enum, so that a name is never spelled twice.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// An announced event. Webhooks subscribe to these names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+pub enum EventType {
+    #[serde(rename = "alert.triggered")]
+    AlertTriggered,
+    #[serde(rename = "alert.acknowledged")]
+    AlertAcknowledged,
+    #[serde(rename = "alert.resolved")]
+    AlertResolved,
+}
+
+impl EventType {
+    pub const ALL: [EventType; 3] = [
+        EventType::AlertTriggered,
+        EventType::AlertAcknowledged,
+        EventType::AlertResolved,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::AlertTriggered => "alert.triggered",
+            EventType::AlertAcknowledged => "alert.acknowledged",
+            EventType::AlertResolved => "alert.resolved",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        EventType::ALL.into_iter().find(|e| e.as_str() == s)
+    }
+
+    /// `alert.triggered, alert.acknowledged, alert.resolved`, for messages.
+    pub fn list() -> String {
+        EventType::ALL.map(EventType::as_str).join(", ")
+    }
+}
+
+impl fmt::Display for EventType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for e in EventType::ALL {
+            assert_eq!(EventType::parse(e.as_str()), Some(e));
+            assert_eq!(
+                serde_json::to_string(&e).unwrap(),
+                format!("\"{}\"", e.as_str())
+            );
+        }
+        assert!(EventType::parse("alert.fired").is_none());
+    }
+}

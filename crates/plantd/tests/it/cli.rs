@@ -1,0 +1,255 @@
+//! The `plantd` binary as a user runs it: first start prints the login once, operator commands
+//! work beside the running server and print only what they create, SIGTERM stops it gracefully,
+//! and a typo'd database URL is an error.
+
+use plantd_test_support::ServerProcess;
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_plantd");
+
+fn start(args: &[&str]) -> ServerProcess {
+    ServerProcess::start(BIN, args)
+}
+
+fn run(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(BIN).args(args).output().expect("run plantd");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_start_operator_commands_and_graceful_shutdown() {
+    let (db_url, temp_dir) = plantd_test_support::fresh_database().await;
+    let data_dir = temp_dir.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("plantd-cli-{}", plantd_test_support::unique_name()))
+    });
+    let data_dir = data_dir.to_str().unwrap().to_string();
+    let storage = [
+        "--data-dir",
+        data_dir.as_str(),
+        "--database-url",
+        db_url.as_str(),
+    ];
+    let mut server = start(&storage);
+    let printed = server.printed.join("\n");
+    assert!(printed.contains("admin@localhost"), "{printed}");
+    let password = server
+        .printed
+        .iter()
+        .find_map(|l| l.split("login password: ").nth(1))
+        .expect("password printed")
+        .trim()
+        .to_string();
+    assert!(password.len() >= 16);
+
+    // One server per SQLite database: a second one refuses to start.
+    if temp_dir.is_some() {
+        let (ok, _, err) = run(&[&["serve", "--listen", "127.0.0.1:0"][..], &storage].concat());
+        assert!(
+            !ok && err.contains("another plantd server is already using"),
+            "{err}"
+        );
+    }
+
+    // Operator commands beside the running server print only what they create.
+    let (ok, key, err) = run(&[
+        &["keys", "create", "--name", "ops", "--scopes", "admin"][..],
+        &storage,
+    ]
+    .concat());
+    assert!(ok, "{err}");
+    let key = key.trim_end().to_string();
+    assert!(
+        key.starts_with("pdk_") && !key.contains('\n'),
+        "stdout must be the key alone: {key:?}"
+    );
+    let client = reqwest::Client::new();
+    let me: serde_json::Value = client
+        .get(format!("{}/v1/users/me", server.base))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(me["data"]["email"], "admin@localhost");
+    assert_eq!(me["data"]["role"], "owner");
+    let org: serde_json::Value = client
+        .get(format!("{}/v1/organizations/current", server.base))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(org["data"]["name"], "Default");
+    assert_eq!(org["data"]["tier"], "enterprise");
+
+    let (ok, org_id, err) = run(&[
+        &["orgs", "create", "--name", "Line 2", "--tier", "trial"][..],
+        &storage,
+    ]
+    .concat());
+    assert!(ok, "{err}");
+    let org_id = org_id.trim().to_string();
+    assert_eq!(org_id.len(), 36, "stdout must be the id alone: {org_id:?}");
+    let (ok, _, err) = run(&[
+        &[
+            "users",
+            "create",
+            "--email",
+            "tech@plant.example",
+            "--password",
+            "long-enough-1",
+            "--org",
+            &org_id,
+            "--role",
+            "admin",
+        ][..],
+        &storage,
+    ]
+    .concat());
+    assert!(ok, "{err}");
+    let (ok, trial_key, err) = run(&[
+        &[
+            "keys",
+            "create",
+            "--name",
+            "t",
+            "--scopes",
+            "read:assets",
+            "--org",
+            &org_id,
+            "--expires-at",
+            "2099-01-01T00:00:00Z",
+        ][..],
+        &storage,
+    ]
+    .concat());
+    assert!(ok, "{err}");
+    let r = client
+        .get(format!("{}/v1/data-sources", server.base))
+        .bearer_auth(trial_key.trim())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        r.headers()["x-ratelimit-limit"],
+        "60",
+        "trial tier limits apply"
+    );
+
+    // Refusals are clear and exit non-zero.
+    let (ok, out, err) = run(&[
+        &["keys", "create", "--name", "x", "--scopes", "root"][..],
+        &storage,
+    ]
+    .concat());
+    assert!(
+        !ok && out.is_empty() && err.contains("unknown scope"),
+        "{err}"
+    );
+    let (ok, _, err) = run(&[
+        &[
+            "keys", "create", "--name", "x", "--scopes", "admin", "--org", "nope",
+        ][..],
+        &storage,
+    ]
+    .concat());
+    assert!(
+        !ok && err.contains("organization nope does not exist"),
+        "{err}"
+    );
+    let (ok, _, err) = run(&[
+        &["orgs", "create", "--name", "x", "--tier", "gold"][..],
+        &storage,
+    ]
+    .concat());
+    assert!(!ok && err.contains("unknown tier"), "{err}");
+
+    let status = server.stop("TERM");
+    assert!(
+        status.success(),
+        "graceful shutdown exits 0, got {status:?}"
+    );
+    drop(server);
+
+    // A second start does not print a password again, and the data is still there.
+    let mut again = start(&storage);
+    assert!(
+        !again.printed.join("\n").contains("login password"),
+        "{:?}",
+        again.printed
+    );
+    let r = client
+        .get(format!("{}/v1/health", again.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let r = client
+        .get(format!("{}/v1/data-sources", again.base))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    again.stop("TERM");
+    if temp_dir.is_none() {
+        let _ = std::fs::remove_dir_all(&data_dir);
+    }
+}
+
+#[test]
+fn a_typod_database_url_is_an_error_not_a_file() {
+    let dir = std::env::temp_dir().join(format!(
+        "plantd-typo-{}",
+        plantd_test_support::unique_name()
+    ));
+    let dir_s = dir.to_str().unwrap();
+    let (ok, _, err) = run(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        dir_s,
+        "--database-url",
+        "postgress://root@127.0.0.1/test",
+    ]);
+    assert!(!ok);
+    assert!(err.contains("unsupported scheme 'postgress'"), "{err}");
+    let (ok, _, err) = run(&[
+        "keys",
+        "create",
+        "--name",
+        "k",
+        "--scopes",
+        "admin",
+        "--data-dir",
+        dir_s,
+        "--database-url",
+        "sqlite3:x.db",
+    ]);
+    assert!(!ok && err.contains("unsupported scheme"), "{err}");
+    assert!(!dir.join("plantd.db").exists() && !std::path::Path::new("x.db").exists());
+    let (ok, _, err) = run(&["serve", "--listen", "not-an-address", "--data-dir", dir_s]);
+    assert!(!ok && err.contains("--listen"), "{err}");
+    let config = dir.with_extension("toml");
+    std::fs::write(&config, "lisen = \"127.0.0.1:1\"\n").unwrap();
+    let (ok, _, err) = run(&[
+        "serve",
+        "--config",
+        config.to_str().unwrap(),
+        "--data-dir",
+        dir_s,
+    ]);
+    assert!(!ok && err.contains("invalid config file"), "{err}");
+    let _ = std::fs::remove_file(config);
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -1,0 +1,19 @@
+//! The integration tests of plantd in one binary (one link of the whole stack, not one per
+//! file): HTTP against the server in-process (`spawn_app`), and the real `plantd` binary where
+//! the command line, a crash or the simulator are tested. One module per domain; shared helpers
+//! are in `plantd-test-support`.
+
+mod alerts;
+mod auth;
+mod cli;
+mod connectors;
+mod conventions;
+mod crash;
+mod data_sources;
+mod orgs_users_audit;
+mod rate_limits;
+mod sim;
+mod sim_control;
+mod stream;
+mod telemetry;
+mod tenancy;

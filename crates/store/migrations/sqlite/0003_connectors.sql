@@ -1,4 +1,0 @@
--- Connectors (issue 5): a source can be switched off without losing its settings, and tells
--- why it is not connected.
-ALTER TABLE data_sources ADD COLUMN enabled INTEGER NOT NULL DEFAULT 1;
-ALTER TABLE data_sources ADD COLUMN last_error TEXT;

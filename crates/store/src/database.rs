@@ -1,0 +1,67 @@
+//! The connection pool with the backend it talks to, and write transactions. On SQLite every
+//! write of this process passes one async write gate: SQLite has one writer at a time, and
+//! writers queuing in its busy handler slept for seconds under concurrent ingest.
+
+use sqlx::AnyPool;
+
+use crate::backend::Backend;
+use crate::error::Result;
+
+#[derive(Clone, Debug)]
+pub(crate) struct Database {
+    pub(crate) pool: AnyPool,
+    pub(crate) backend: Backend,
+    write_gate: std::sync::Arc<tokio::sync::Mutex<()>>,
+}
+
+/// A write transaction; on SQLite it also holds the process's write gate until it ends.
+pub struct WriteTx {
+    tx: sqlx::Transaction<'static, sqlx::Any>,
+    _gate: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl WriteTx {
+    pub async fn commit(self) -> std::result::Result<(), sqlx::Error> {
+        self.tx.commit().await
+    }
+}
+
+impl std::ops::Deref for WriteTx {
+    type Target = sqlx::AnyConnection;
+    fn deref(&self) -> &Self::Target {
+        &self.tx
+    }
+}
+
+impl std::ops::DerefMut for WriteTx {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.tx
+    }
+}
+
+impl Database {
+    pub(crate) fn new(pool: AnyPool, backend: Backend) -> Self {
+        Self {
+            pool,
+            backend,
+            write_gate: Default::default(),
+        }
+    }
+
+    /// Waits for the write gate (SQLite only).
+    pub(crate) async fn write_guard(&self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+        match self.backend {
+            Backend::Sqlite => Some(self.write_gate.clone().lock_owned().await),
+            Backend::Postgres => None,
+        }
+    }
+
+    /// Begins a write transaction (behind the write gate on SQLite).
+    pub(crate) async fn begin_write(&self) -> Result<WriteTx> {
+        let gate = self.write_guard().await;
+        Ok(WriteTx {
+            tx: self.pool.begin().await?,
+            _gate: gate,
+        })
+    }
+}

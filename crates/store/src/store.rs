@@ -1,0 +1,119 @@
+//! [`Store`]: the handle every repository method hangs off (one module per aggregate adds its
+//! `impl Store` block). It holds the pool, the data source cache and the audit writer's queue.
+
+use sqlx::any::AnyPoolOptions;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::audit_writer::AuditQueue;
+use crate::backend::{Backend, backend_of};
+use crate::data_source_cache::{self, DataSourceCache};
+use crate::database::{Database, WriteTx};
+use crate::error::Result;
+use crate::notify::{self, NotifyTarget};
+
+/// A connection pool plus the backend it talks to.
+#[derive(Clone, Debug)]
+pub struct Store {
+    pub(crate) db: Database,
+    pub(crate) data_source_cache: Arc<DataSourceCache>,
+    /// The audit writer's queue, started with the first record.
+    pub(crate) audit_writer: Arc<std::sync::OnceLock<AuditQueue>>,
+    /// The PostgreSQL URL, for change listeners and leases.
+    pub(crate) postgres_url: Option<Arc<str>>,
+}
+
+impl Store {
+    /// Connects (creating a SQLite file if needed) and applies pending migrations.
+    pub async fn connect(url: &str) -> Result<Self> {
+        let backend = backend_of(url)?;
+        sqlx::any::install_default_drivers();
+        let options = AnyPoolOptions::new().acquire_timeout(Duration::from_secs(10));
+        let pool = match backend {
+            Backend::Sqlite => {
+                let url = if url.contains('?') {
+                    url.to_string()
+                } else {
+                    format!("{url}?mode=rwc")
+                };
+                options
+                    .max_connections(8)
+                    .after_connect(|conn, _| {
+                        Box::pin(async move {
+                            // WAL lets readers run beside the writer and operator commands run
+                            // beside the server; synchronous=FULL makes every commit durable.
+                            sqlx::raw_sql(
+                                "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; \
+                                 PRAGMA busy_timeout=10000; PRAGMA foreign_keys=ON;",
+                            )
+                            .execute(conn)
+                            .await?;
+                            Ok(())
+                        })
+                    })
+                    .connect(&url)
+                    .await?
+            }
+            Backend::Postgres => options.max_connections(16).connect(url).await?,
+        };
+        let cache = Arc::new(DataSourceCache::new(backend == Backend::Sqlite));
+        if backend == Backend::Postgres {
+            data_source_cache::spawn_listener(url.to_string(), &cache);
+        }
+        crate::migrate::run(&pool, backend).await?;
+        Ok(Self {
+            db: Database::new(pool, backend),
+            data_source_cache: cache,
+            audit_writer: Default::default(),
+            postgres_url: (backend == Backend::Postgres).then(|| url.into()),
+        })
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.db.backend
+    }
+
+    pub fn pool(&self) -> &sqlx::AnyPool {
+        &self.db.pool
+    }
+
+    /// Waits for the write gate (SQLite only); hold the guard for the duration of a write
+    /// statement outside a [`WriteTx`].
+    pub async fn write_guard(&self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+        self.db.write_guard().await
+    }
+
+    /// Begins a write transaction (behind the write gate on SQLite).
+    pub async fn begin_write(&self) -> Result<WriteTx> {
+        self.db.begin_write().await
+    }
+
+    /// On PostgreSQL, starts a task telling `target` of every `NOTIFY <channel>` from any node
+    /// (see [`NotifyTarget`]) until `target` or `alive`'s sender is dropped. Returns false on
+    /// SQLite, where this process sees every write itself.
+    pub fn listen<T: NotifyTarget>(
+        &self,
+        channel: &'static str,
+        target: &Arc<T>,
+        alive: tokio::sync::watch::Receiver<()>,
+    ) -> bool {
+        match &self.postgres_url {
+            Some(url) => {
+                notify::spawn_listener(url.to_string(), channel, target, alive);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Round trip to the database, for health reporting.
+    pub async fn ping(&self) -> Result<Duration> {
+        let started = std::time::Instant::now();
+        sqlx::query("SELECT 1").execute(self.pool()).await?;
+        Ok(started.elapsed())
+    }
+
+    pub async fn close(&self) {
+        self.pool().close().await;
+    }
+}

@@ -1,0 +1,238 @@
+//! Tests of the store called directly, on SQLite, and on PostgreSQL when
+//! `PLANTD_TEST_DATABASE_URL` is set (CI runs them both ways): a database written by an earlier
+//! version opens and upgrades in place, and the repositories' invariants hold.
+
+use plantd_model::alert::{Alert, AlertStatus, Condition, Operator, Severity};
+use plantd_model::audit::{ActorType, AuditEvent, Outcome};
+use plantd_model::data_source::DataSourceType;
+use plantd_model::event::EventType;
+use plantd_model::org::MemberStatus;
+use plantd_model::page::Page;
+use plantd_model::{Tier, Timestamp, new_id};
+use sqlx::Row;
+
+use crate::testing::{fresh_database, version_6_database};
+use crate::{AlertFilter, AuditFilter, NewAuditRecord, NotificationFilter, RuleFields, Store};
+
+/// Every version recorded by the migration table, in order.
+async fn recorded_versions(store: &Store) -> Vec<i64> {
+    sqlx::query("SELECT version FROM plantd_migrations ORDER BY version")
+        .fetch_all(store.pool())
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.try_get::<i64, _>("version").unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_version_6_database_opens_and_upgrades_in_place() {
+    let (url, dir, key) = version_6_database().await;
+    let store = Store::connect(&url).await.expect("open and upgrade");
+    assert_eq!(
+        recorded_versions(&store).await,
+        (1..=crate::migrate::LATEST_VERSION).collect::<Vec<_>>()
+    );
+
+    // Who: the organization, its owner and invited member, the admin key (by its secret).
+    let org = store.first_org().await.unwrap().expect("the organization");
+    assert_eq!((org.name.as_str(), org.tier), ("Default", Tier::Enterprise));
+    let members = store.members(&org.id, Page::default()).await.unwrap();
+    assert_eq!(members.total, 2);
+    assert!(
+        members
+            .items
+            .iter()
+            .any(|m| m.email == "new.person@example.com" && m.status == MemberStatus::Invited)
+    );
+    let hash = plantd_auth::hash_key(key);
+    let api_key = store
+        .api_key_by_hash(&hash)
+        .await
+        .unwrap()
+        .expect("the key");
+    assert_eq!(api_key.org_id, org.id);
+
+    // What: data sources with their configs (the password kept), rules and alerts.
+    let sources = store.org_data_sources(&org.id).await.unwrap();
+    assert_eq!(sources.len(), 2);
+    let mqtt = sources
+        .iter()
+        .find(|d| d.source_type == DataSourceType::Mqtt)
+        .unwrap();
+    assert_eq!(mqtt.config["password"], "secret-pw");
+    assert!(!mqtt.enabled);
+    let rules = store.alert_rules(&org.id).await.unwrap();
+    assert_eq!(rules.len(), 2);
+    let (alerts, total) = store
+        .alerts(&org.id, &AlertFilter::default(), 10, 0)
+        .await
+        .unwrap();
+    assert_eq!(total, 2);
+    let open: Vec<&Alert> = alerts.iter().filter(|a| a.status.is_open()).collect();
+    assert_eq!(open.len(), 1);
+    assert_eq!(open[0].status, AlertStatus::Acknowledged);
+    assert_eq!(open[0].note.as_deref(), Some("crew on site"));
+    let resolved = alerts
+        .iter()
+        .find(|a| a.status == AlertStatus::Resolved)
+        .unwrap();
+    assert_eq!(resolved.resolved_by.as_deref(), Some("auto"));
+    assert_eq!(resolved.value, 6.5);
+    assert_eq!(store.open_alerts().await.unwrap().len(), 1);
+
+    // Announcements: the webhook, its deliveries, notification settings and the log.
+    let hooks = store.webhooks(&org.id).await.unwrap();
+    assert_eq!(hooks.len(), 1);
+    assert_eq!(
+        hooks[0].events,
+        [EventType::AlertTriggered, EventType::AlertResolved]
+    );
+    let (deliveries, _) = store
+        .deliveries(&org.id, &hooks[0].id, 10, 0)
+        .await
+        .unwrap();
+    assert!(!deliveries.is_empty());
+    assert!(deliveries.iter().all(|d| d.attempts >= 1));
+    let settings = store.notification_settings(&org.id).await.unwrap();
+    assert_eq!(settings.email_recipients, ["maintenance@example.com"]);
+    let (logged, _) = store
+        .notifications(&org.id, &NotificationFilter::default(), 10, 0)
+        .await
+        .unwrap();
+    assert!(logged.iter().all(|n| n.channel == "email"));
+    assert!(!logged.is_empty());
+
+    // The audit trail, and the store keeps writing.
+    let audit = store
+        .audit_logs(&org.id, &AuditFilter::default(), Page::default())
+        .await
+        .unwrap();
+    assert!(audit.total >= 9, "{}", audit.total);
+    store
+        .insert_audit(&audit_record(&org.id, AuditEvent::DataSourceCreate))
+        .await
+        .unwrap();
+    let rule = store
+        .create_alert_rule(&org.id, rule_fields(&sources[0].id))
+        .await
+        .unwrap();
+    assert_eq!(store.alert_rules(&org.id).await.unwrap().len(), 3);
+    store.delete_alert_rule(&org.id, &rule.id).await.unwrap();
+
+    // Opening again applies nothing twice.
+    drop(store);
+    let again = Store::connect(&url).await.unwrap();
+    assert_eq!(
+        recorded_versions(&again).await.len() as i64,
+        crate::migrate::LATEST_VERSION
+    );
+    if let Some(d) = dir {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
+
+fn audit_record(org_id: &str, event: AuditEvent) -> NewAuditRecord {
+    NewAuditRecord {
+        org_id: Some(org_id.into()),
+        actor_type: ActorType::ApiKey,
+        actor_id: Some("k".into()),
+        user_id: None,
+        event,
+        severity: event.severity(),
+        outcome: Outcome::Success,
+        resource_id: None,
+        method: "POST".into(),
+        path: "/v1/data-sources".into(),
+        status_code: 201,
+        error_code: None,
+        client_ip: None,
+        user_agent: None,
+        request_id: new_id(),
+    }
+}
+
+fn rule_fields(data_source_id: &str) -> RuleFields {
+    RuleFields {
+        name: "Temperature".into(),
+        severity: Severity::Warning,
+        data_source_id: data_source_id.into(),
+        asset_id: None,
+        condition: Condition {
+            tag_name: "T".into(),
+            operator: Operator::Gt,
+            value: 80.0,
+            duration_seconds: 0,
+            max_gap_seconds: 60,
+        },
+        notifications: vec![],
+        enabled: true,
+        auto_resolve: true,
+    }
+}
+
+/// The database holds at most one open alert per rule and asset, whoever opens it.
+#[tokio::test]
+async fn one_open_alert_per_rule_and_asset() {
+    let (url, dir) = fresh_database().await;
+    let store = Store::connect(&url).await.unwrap();
+    let org = store.create_org("O", Tier::Trial).await.unwrap();
+    let rule = store
+        .create_alert_rule(&org.id, rule_fields("ds"))
+        .await
+        .unwrap();
+    let alert = |asset: &str| Alert {
+        id: new_id(),
+        org_id: org.id.clone(),
+        rule_id: rule.id.clone(),
+        rule_name: rule.name.clone(),
+        severity: rule.severity,
+        status: AlertStatus::Active,
+        data_source_id: "ds".into(),
+        asset_id: asset.into(),
+        tag_name: "T".into(),
+        value: 90.0,
+        threshold: 80.0,
+        operator: Operator::Gt,
+        triggered_at: Timestamp::now(),
+        acknowledged_at: None,
+        acknowledged_by: None,
+        note: None,
+        resolved_at: None,
+        resolved_by: None,
+    };
+    let first = store
+        .open_alert(&alert("A"))
+        .await
+        .unwrap()
+        .expect("opened");
+    assert!(store.open_alert(&alert("A")).await.unwrap().is_none());
+    assert!(store.open_alert(&alert("B")).await.unwrap().is_some());
+    // Each opening left one event in the outbox.
+    let events = store.pending_alert_events(10).await.unwrap();
+    assert_eq!(events.len(), 2);
+    assert!(events.iter().all(|e| e.event == EventType::AlertTriggered));
+    // Once resolved, the rule may open an alert for the asset again.
+    let resolved = store
+        .transition_alert(&org.id, &first.id, AlertStatus::Resolved, "u", None)
+        .await
+        .unwrap()
+        .expect("resolved");
+    assert_eq!(resolved.resolved_by.as_deref(), Some("u"));
+    assert!(store.open_alert(&alert("A")).await.unwrap().is_some());
+    // Another organization cannot see or move the alert.
+    let other = store.create_org("P", Tier::Trial).await.unwrap();
+    assert!(matches!(
+        store.alert(&other.id, &first.id).await,
+        Err(crate::StoreError::NotFound)
+    ));
+    assert!(matches!(
+        store
+            .transition_alert(&other.id, &first.id, AlertStatus::Resolved, "u", None)
+            .await,
+        Err(crate::StoreError::NotFound)
+    ));
+    if let Some(d) = dir {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}

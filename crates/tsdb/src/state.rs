@@ -1,0 +1,23 @@
+//! What the ingest writer and the readers share: the store, the retention settings, the series
+//! ids by name, the latest values and the storage counts.
+
+use plantd_store::Store;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::latest::LatestCache;
+use crate::retention::Retention;
+use crate::storage::StorageUsage;
+
+/// Series ids by (organization, asset, tag), with the data source each is linked to.
+pub(crate) type SeriesKey = (String, String, String);
+/// A series' id and the data source it is linked to.
+pub(crate) type SeriesEntry = (i64, Option<String>);
+
+pub(crate) struct Shared {
+    pub(crate) store: Store,
+    pub(crate) retention: Retention,
+    pub(crate) series: Mutex<HashMap<SeriesKey, SeriesEntry>>,
+    pub(crate) latest: Arc<LatestCache>,
+    pub(crate) storage: StorageUsage,
+}

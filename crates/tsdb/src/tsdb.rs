@@ -1,0 +1,128 @@
+//! [`Tsdb`]: the telemetry store's handle. Every operation is here, delegating to the module
+//! that does it (`ingest`, `query`, `latest`, `retention`, `storage`), which know nothing of
+//! this type.
+
+use plantd_model::Timestamp;
+use plantd_model::page::{Page, Paged};
+use plantd_model::telemetry::{Aggregation, Point};
+use plantd_store::{Backend, NewAuditRecord, Store};
+use std::sync::{Arc, Mutex};
+
+use crate::error::Result;
+use crate::ingest::{self, Writer};
+use crate::latest::{LatestCache, LatestValue};
+use crate::query::{AggregatedRow, Queries, RawRow, TelemetryFilter};
+use crate::retention::{self, Retention, RetentionReport};
+use crate::state::Shared;
+
+pub struct Tsdb {
+    shared: Arc<Shared>,
+    writer: Writer,
+}
+
+impl Tsdb {
+    pub fn new(store: Store, retention: Retention) -> Self {
+        // Latest values are served from memory. On SQLite this process sees every write; on
+        // PostgreSQL the cache is trusted once its listener hears the other nodes' writes.
+        let trusted = store.backend() == Backend::Sqlite;
+        Self {
+            shared: Arc::new(Shared {
+                store,
+                retention,
+                series: Mutex::default(),
+                latest: Arc::new(LatestCache::new(trusted)),
+                storage: Default::default(),
+            }),
+            writer: Writer::new(),
+        }
+    }
+
+    pub fn retention(&self) -> &Retention {
+        &self.shared.retention
+    }
+
+    /// Stores a validated batch, all or nothing, and returns once it is durable. Returns the
+    /// number of points accepted (points repeating a series and timestamp within the batch count
+    /// once: the last one wins).
+    ///
+    /// Batches go through one writer task, which commits the batches that queued while it was
+    /// writing in one transaction (group commit): one lock, one fsync and a few large statements
+    /// for many concurrent requests. The result is what committing them one after the other in
+    /// arrival order would give; a failing transaction fails every batch in it and stores none.
+    ///
+    /// `audit`, when given, is the request's audit record: it is committed with the points, so
+    /// that a request costs one commit, not two.
+    pub async fn ingest(
+        &self,
+        org_id: &str,
+        points: Arc<Vec<Point>>,
+        audit: Option<NewAuditRecord>,
+    ) -> Result<usize> {
+        ingest::submit(&self.shared, &self.writer, org_id, points, audit).await
+    }
+
+    /// Raw points of an organization in the filter's range, ordered by time, asset and tag.
+    pub async fn query_raw(
+        &self,
+        org_id: &str,
+        f: &TelemetryFilter,
+        page: Page,
+    ) -> Result<Paged<RawRow>> {
+        Queries(self.shared.store.pool())
+            .query_raw(org_id, f, page)
+            .await
+    }
+
+    /// Aggregates per series and bucket of `bucket_ms` (or over the whole range), each from the
+    /// coarsest rollup level that answers exactly.
+    pub async fn query_aggregated(
+        &self,
+        org_id: &str,
+        f: &TelemetryFilter,
+        agg: Aggregation,
+        bucket_ms: Option<i64>,
+        page: Page,
+    ) -> Result<Paged<AggregatedRow>> {
+        Queries(self.shared.store.pool())
+            .query_aggregated(org_id, f, agg, bucket_ms, page)
+            .await
+    }
+
+    /// The latest value of each tag of an asset (only `tags` when given), by tag name.
+    pub async fn latest(
+        &self,
+        org_id: &str,
+        asset_id: &str,
+        tags: Option<&[String]>,
+    ) -> Result<Vec<LatestValue>> {
+        self.shared
+            .latest
+            .read(&self.shared.store, org_id, asset_id, tags)
+            .await
+    }
+
+    /// Whether `latest` answers from memory now (always on SQLite; on PostgreSQL once this node
+    /// hears the other nodes' writes). For health reporting and tests.
+    pub fn latest_from_memory(&self) -> bool {
+        self.shared.latest.answers_from_memory()
+    }
+
+    /// Deletes what each level's retention has passed.
+    pub async fn enforce_retention(&self, now: Timestamp) -> Result<RetentionReport> {
+        retention::enforce(
+            &self.shared.store,
+            self.shared.retention,
+            &self.shared.storage,
+            now,
+        )
+        .await
+    }
+
+    /// Estimated bytes of telemetry an organization stores.
+    pub async fn storage_bytes(&self, org_id: &str) -> Result<u64> {
+        self.shared
+            .storage
+            .bytes(self.shared.store.pool(), org_id)
+            .await
+    }
+}
