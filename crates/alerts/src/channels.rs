@@ -48,7 +48,8 @@ pub struct SmtpConfig {
 }
 
 /// Why a message was not sent; `permanent` failures are not worth retrying.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{message}")]
 pub struct SendError {
     pub message: String,
     pub permanent: bool,

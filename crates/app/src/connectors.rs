@@ -228,7 +228,7 @@ async fn source_task(
                 let failed = ConnectorState {
                     status: DataSourceStatus::Disconnected,
                     tag_count: 0,
-                    last_error: Some(e),
+                    last_error: Some(e.to_string()),
                 };
                 record(&app, &ds, &mut recorded, failed).await;
                 return;

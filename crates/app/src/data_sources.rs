@@ -181,10 +181,10 @@ impl App {
         Ok(
             match Protocol::from_config(ds.source_type, &ds.config, pki) {
                 Ok(protocol) => plantd_connectors::probe(&protocol).await,
-                Err(message) => Probe {
+                Err(e) => Probe {
                     success: false,
                     latency: None,
-                    message,
+                    message: e.to_string(),
                     target: ds.endpoint.clone(),
                 },
             },

@@ -8,6 +8,7 @@
 use anyhow::{Context, Result, bail};
 use futures_util::{SinkExt, StreamExt};
 use hyper::body::Bytes;
+use plantd_model::event::EventType;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -144,10 +145,11 @@ async fn measure(o: &Options, backend: &str, database_url: Option<&str>) -> Resu
             .context("no alerts timing in the ingest answer's Server-Timing")?;
         stage_us.push((alerts_ms * 1000.0) as u32);
         let wanted = if i % 2 == 0 {
-            "alert.triggered"
+            EventType::AlertTriggered
         } else {
-            "alert.resolved"
-        };
+            EventType::AlertResolved
+        }
+        .as_str();
         loop {
             let msg = tokio::time::timeout(Duration::from_secs(5), ws.next())
                 .await

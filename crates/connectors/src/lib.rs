@@ -28,6 +28,12 @@ pub const BACKOFF_MAX: Duration = Duration::from_secs(60);
 /// A session that stayed connected this long starts the next delay again from the first.
 pub const BACKOFF_RESET_AFTER: Duration = Duration::from_secs(10);
 
+/// A stored config that does not parse into its protocol's settings (it was validated when
+/// written, so this means the stored data or the validation is wrong).
+#[derive(Debug, thiserror::Error)]
+#[error("the stored config cannot be used: {0}")]
+pub struct ConfigError(#[source] pub serde_json::Error);
+
 /// A data source's protocol settings, parsed from its validated `config`.
 #[derive(Clone, Debug)]
 pub enum Protocol {
@@ -43,14 +49,14 @@ impl Protocol {
         t: DataSourceType,
         config: &serde_json::Value,
         pki_dir: &Path,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, ConfigError> {
         let parsed = match t {
             DataSourceType::Opcua => serde_json::from_value(config.clone())
                 .map(|c| Protocol::Opcua(c, pki_dir.to_path_buf())),
             DataSourceType::Modbus => serde_json::from_value(config.clone()).map(Protocol::Modbus),
             DataSourceType::Mqtt => serde_json::from_value(config.clone()).map(Protocol::Mqtt),
         };
-        parsed.map_err(|e| format!("the stored config cannot be used: {e}"))
+        parsed.map_err(ConfigError)
     }
 }
 

@@ -50,14 +50,14 @@ impl SimState {
 type Shared = Arc<SimState>;
 
 /// An error in the main API's envelope.
-pub struct ApiError {
+pub struct HttpError {
     status: StatusCode,
     code: &'static str,
     message: String,
     field: Option<&'static str>,
 }
 
-impl ApiError {
+impl HttpError {
     fn invalid(field: &'static str, message: impl Into<String>) -> Self {
         Self {
             status: StatusCode::BAD_REQUEST,
@@ -76,16 +76,16 @@ impl ApiError {
     }
 }
 
-impl From<ControlError> for ApiError {
+impl From<ControlError> for HttpError {
     fn from(e: ControlError) -> Self {
         match e {
-            ControlError::NotFound(m) => ApiError::not_found(m),
-            ControlError::Invalid(m) => ApiError::invalid("value", m),
+            ControlError::NotFound(m) => HttpError::not_found(m),
+            ControlError::Invalid(m) => HttpError::invalid("value", m),
         }
     }
 }
 
-impl IntoResponse for ApiError {
+impl IntoResponse for HttpError {
     fn into_response(self) -> Response {
         let details: Vec<JsonValue> = self
             .field
@@ -122,9 +122,9 @@ pub fn router(state: Shared) -> Router {
         )
         .route("/api/config", post(load_config))
         .route("/api/shutdown", post(shutdown))
-        .fallback(|| async { ApiError::not_found("no such control API route") })
+        .fallback(|| async { HttpError::not_found("no such control API route") })
         .method_not_allowed_fallback(|| async {
-            ApiError {
+            HttpError {
                 status: StatusCode::METHOD_NOT_ALLOWED,
                 code: "method_not_allowed",
                 message: "this method is not allowed on this route".into(),
@@ -176,17 +176,20 @@ async fn scenarios(State(state): State<Shared>) -> Response {
     data(scenario_list(&state.lock()))
 }
 
-fn scenario(id: &str) -> Result<Scenario, ApiError> {
+fn scenario(id: &str) -> Result<Scenario, HttpError> {
     Scenario::parse(id).ok_or_else(|| {
         let known: Vec<&str> = Scenario::ALL.iter().map(|s| s.id()).collect();
-        ApiError::not_found(format!(
+        HttpError::not_found(format!(
             "no scenario {id:?}; scenarios: {}",
             known.join(", ")
         ))
     })
 }
 
-async fn enable(State(state): State<Shared>, Path(id): Path<String>) -> Result<Response, ApiError> {
+async fn enable(
+    State(state): State<Shared>,
+    Path(id): Path<String>,
+) -> Result<Response, HttpError> {
     let s = scenario(&id)?;
     let mut sim = state.lock();
     sim.enable(s);
@@ -196,7 +199,7 @@ async fn enable(State(state): State<Shared>, Path(id): Path<String>) -> Result<R
 async fn disable(
     State(state): State<Shared>,
     Path(id): Path<String>,
-) -> Result<Response, ApiError> {
+) -> Result<Response, HttpError> {
     let s = scenario(&id)?;
     let mut sim = state.lock();
     sim.disable(s);
@@ -211,19 +214,19 @@ async fn set_variable(
     State(state): State<Shared>,
     Path((asset, variable)): Path<(String, String)>,
     body: axum::body::Bytes,
-) -> Result<Response, ApiError> {
+) -> Result<Response, HttpError> {
     let parsed: JsonValue = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::invalid("body", format!("malformed JSON: {e}")))?;
+        .map_err(|e| HttpError::invalid("body", format!("malformed JSON: {e}")))?;
     let value = match parsed.get("value") {
         Some(v) => v
             .as_f64()
-            .ok_or_else(|| ApiError::invalid("value", "must be a number"))?,
-        None => return Err(ApiError::invalid("value", "is required")),
+            .ok_or_else(|| HttpError::invalid("value", "must be a number"))?,
+        None => return Err(HttpError::invalid("value", "is required")),
     };
     if let Some(obj) = parsed.as_object()
         && let Some(k) = obj.keys().find(|k| *k != "value")
     {
-        return Err(ApiError::invalid(
+        return Err(HttpError::invalid(
             "body",
             format!("{k} is not a known field"),
         ));
@@ -238,21 +241,21 @@ async fn set_variable(
 async fn release_variable(
     State(state): State<Shared>,
     Path((asset, variable)): Path<(String, String)>,
-) -> Result<Response, ApiError> {
+) -> Result<Response, HttpError> {
     state.lock().release(&asset, &variable)?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 /// Replaces the configuration with the YAML body; a bad one is refused (400, key and line) and
 /// the running configuration stays.
-async fn load_config(State(state): State<Shared>, body: String) -> Result<Response, ApiError> {
+async fn load_config(State(state): State<Shared>, body: String) -> Result<Response, HttpError> {
     let config = SimConfig::parse(&body, std::path::Path::new("."))
-        .map_err(|e| ApiError::invalid("config", e.0))?;
+        .map_err(|e| HttpError::invalid("config", e.0))?;
     let epoch = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
     let mut next =
-        Simulation::new(&config, state.seed, epoch).map_err(|e| ApiError::invalid("config", e))?;
+        Simulation::new(&config, state.seed, epoch).map_err(|e| HttpError::invalid("config", e))?;
     let mut sim = state.lock();
     next.set_running(sim.is_running());
     for s in Scenario::ALL {
