@@ -237,53 +237,73 @@ fn resolved_by(by: &str) -> &str {
     }
 }
 
-fn condition(a: &Alert) -> String {
-    format!("{} {} {}", a.tag_name, a.operator.as_str(), a.threshold)
+/// A rule alert's condition (`Vibration_X gt 5`); `None` for alerts created through the API.
+fn condition(a: &Alert) -> Option<String> {
+    match (&a.tag_name, a.operator, a.threshold) {
+        (Some(tag), Some(op), Some(threshold)) => {
+            Some(format!("{tag} {} {threshold}", op.as_str()))
+        }
+        _ => None,
+    }
 }
 
 /// The subject and plain-text body of the email for an alert event.
 pub fn email_message(event: EventType, a: &Alert) -> (String, String) {
     let severity = a.severity.as_str().to_uppercase();
+    let title = a.headline();
     let subject = if a.status == AlertStatus::Resolved {
-        format!("[plantd] Resolved: {} on {}", a.rule_name, a.asset_id)
+        format!("[plantd] Resolved: {title} on {}", a.asset_id)
     } else {
         format!(
-            "[plantd] {severity} alert {}: {} on {}",
+            "[plantd] {severity} alert {}: {title} on {}",
             event_word(event),
-            a.rule_name,
             a.asset_id
         )
     };
-    let mut body = format!(
-        "Alert {} {}.\n\n\
-         Rule:        {} ({})\n\
-         Asset:       {}\n\
-         Condition:   {}\n\
-         Value:       {} at {}\n\
-         Status:      {}\n",
-        a.rule_name,
-        event_word(event),
-        a.rule_name,
-        a.severity.as_str(),
-        a.asset_id,
-        condition(a),
-        a.value,
-        a.triggered_at,
-        a.status.as_str(),
-    );
+    let mut body = format!("Alert {title} {}.\n\n", event_word(event));
+    let mut line = |label: &str, value: String| {
+        body.push_str(&format!("{label:<12} {value}\n"));
+    };
+    match &a.rule_name {
+        Some(rule) => line("Rule:", format!("{rule} ({})", a.severity.as_str())),
+        None => line("Source:", format!("{} ({})", a.source, a.severity.as_str())),
+    }
+    line("Asset:", a.asset_id.clone());
+    if let Some(message) = &a.message {
+        line("Message:", message.clone());
+    }
+    match condition(a) {
+        Some(c) => line("Condition:", c),
+        None => {
+            if let Some(tag) = &a.tag_name {
+                line("Tag:", tag.clone());
+            }
+        }
+    }
+    match a.value {
+        Some(v) => line("Value:", format!("{v} at {}", a.triggered_at)),
+        None => line("Raised:", a.triggered_at.to_string()),
+    }
+    if !a.tags.is_empty() {
+        line("Tags:", a.tags.join(", "));
+    }
+    line("Status:", a.status.as_str().to_string());
     if let (Some(at), Some(by)) = (a.acknowledged_at, &a.acknowledged_by) {
-        body.push_str(&format!("Acknowledged: {at} by {by}\n"));
+        line("Acknowledged:", format!("{at} by {by}"));
     }
     if let Some(note) = &a.note {
-        body.push_str(&format!("Note:        {note}\n"));
+        line("Note:", note.clone());
     }
     if let (Some(at), Some(by)) = (a.resolved_at, &a.resolved_by) {
-        body.push_str(&format!("Resolved:    {at} ({})\n", resolved_by(by)));
+        line("Resolved:", format!("{at} ({})", resolved_by(by)));
     }
-    body.push_str(&format!(
-        "Data source: {}\nAlert id:    {}\nRule id:     {}\n",
-        a.data_source_id, a.id, a.rule_id
-    ));
+    if let Some(ds) = &a.data_source_id {
+        line("Data source:", ds.clone());
+    }
+    line("Alert id:", a.id.clone());
+    if let Some(rule_id) = &a.rule_id {
+        line("Rule id:", rule_id.clone());
+    }
     (subject, body)
 }
 
@@ -299,16 +319,22 @@ pub fn slack_message(event: EventType, a: &Alert) -> serde_json::Value {
         "{icon} *{}* {}: *{}* on `{}`",
         a.severity.as_str().to_uppercase(),
         event_word(event),
-        a.rule_name,
+        a.headline(),
         a.asset_id,
     );
-    let fact = format!(
-        "{} = {} (condition {}) at {}",
-        a.tag_name,
-        a.value,
-        condition(a),
-        a.triggered_at
-    );
+    let fact = match (condition(a), &a.tag_name, a.value) {
+        (Some(c), Some(tag), Some(v)) => {
+            format!("{tag} = {v} (condition {c}) at {}", a.triggered_at)
+        }
+        (_, tag, value) => {
+            let what = a.message.as_deref().unwrap_or(a.headline());
+            let reading = match (tag, value) {
+                (Some(tag), Some(v)) => format!("{tag} = {v}; "),
+                _ => String::new(),
+            };
+            format!("{reading}{what} (from {}) at {}", a.source, a.triggered_at)
+        }
+    };
     let text = match (a.resolved_at, &a.resolved_by) {
         (Some(at), Some(by)) => {
             format!("{head} at {at} ({}); triggered by {fact}", resolved_by(by))
@@ -361,16 +387,22 @@ mod tests {
         Alert {
             id: "a1".into(),
             org_id: "o".into(),
-            rule_id: "r1".into(),
-            rule_name: "Vibration high".into(),
+            rule_id: Some("r1".into()),
+            rule_name: Some("Vibration high".into()),
             severity: Severity::Critical,
             status: AlertStatus::Active,
-            data_source_id: "ds".into(),
+            data_source_id: Some("ds".into()),
             asset_id: "Pump_01".into(),
-            tag_name: "Vibration_X".into(),
-            value: 5.51,
-            threshold: 5.0,
-            operator: Operator::Gt,
+            tag_name: Some("Vibration_X".into()),
+            value: Some(5.51),
+            threshold: Some(5.0),
+            operator: Some(Operator::Gt),
+            title: "Vibration high".into(),
+            message: None,
+            source: "rule".into(),
+            tags: vec![],
+            notifications: vec![],
+            dedup_key: None,
             triggered_at: Timestamp::parse("2026-11-22T06:00:00Z").unwrap(),
             acknowledged_at: None,
             acknowledged_by: None,
@@ -410,6 +442,49 @@ mod tests {
             text.starts_with(":red_circle: *CRITICAL* triggered: *Vibration high* on `Pump_01`"),
             "{text}"
         );
+    }
+
+    /// An alert created through the API (no rule): its title, source, message and tags.
+    #[test]
+    fn messages_of_alerts_without_a_rule() {
+        let mut a = alert();
+        a.rule_id = None;
+        a.rule_name = None;
+        a.threshold = None;
+        a.operator = None;
+        a.data_source_id = None;
+        a.title = "Bearing temperature high".into();
+        a.message = Some("Reported by gateway 7".into());
+        a.source = "edge-gw-7".into();
+        a.tags = vec!["line-2".into(), "bearing".into()];
+        let (subject, body) = email_message(EventType::AlertTriggered, &a);
+        assert_eq!(
+            subject,
+            "[plantd] CRITICAL alert triggered: Bearing temperature high on Pump_01"
+        );
+        assert!(
+            body.contains("Source:      edge-gw-7 (critical)\n"),
+            "{body}"
+        );
+        assert!(
+            body.contains("Message:     Reported by gateway 7\n"),
+            "{body}"
+        );
+        assert!(body.contains("Tag:         Vibration_X\n"), "{body}");
+        assert!(body.contains("Tags:        line-2, bearing\n"), "{body}");
+        assert!(
+            !body.contains("Rule") && !body.contains("Condition"),
+            "{body}"
+        );
+        let text = slack_message(EventType::AlertTriggered, &a)["text"].to_string();
+        assert!(
+            text.contains("*Bearing temperature high* on `Pump_01`: Vibration_X = 5.51; Reported by gateway 7 (from edge-gw-7)"),
+            "{text}"
+        );
+        a.value = None;
+        a.tag_name = None;
+        let (_, body) = email_message(EventType::AlertTriggered, &a);
+        assert!(body.contains("Raised:      2026-11-22T06:00:00"), "{body}");
     }
 
     #[tokio::test]

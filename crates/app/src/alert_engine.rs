@@ -10,7 +10,7 @@
 //! restart.
 
 use plantd_alerts::{Evaluator, RuleSpec, Transition};
-use plantd_model::alert::{Alert, AlertRule, AlertStatus};
+use plantd_model::alert::{Alert, AlertRule, AlertStatus, RULE_SOURCE};
 use plantd_model::event::EventType;
 use plantd_model::telemetry::Point;
 use plantd_model::{Timestamp, new_id};
@@ -42,7 +42,9 @@ impl AlertEngine {
         let open = store.open_alerts().await?;
         let mut ev = lock(&self.evaluator);
         for a in open {
-            ev.set_open(&a.rule_id, &a.asset_id, true);
+            if let Some(rule_id) = &a.rule_id {
+                ev.set_open(rule_id, &a.asset_id, true);
+            }
         }
         Ok(())
     }
@@ -55,7 +57,9 @@ impl AlertEngine {
 
     /// A user resolved an alert: the rule may fire again for that asset (see the evaluator).
     pub fn alert_closed(&self, alert: &Alert) {
-        lock(&self.evaluator).set_open(&alert.rule_id, &alert.asset_id, false);
+        if let Some(rule_id) = &alert.rule_id {
+            lock(&self.evaluator).set_open(rule_id, &alert.asset_id, false);
+        }
     }
 
     async fn enabled_rules(
@@ -137,16 +141,22 @@ impl AlertEngine {
                     let alert = Alert {
                         id: new_id(),
                         org_id: org_id.to_string(),
-                        rule_id: rule.id.clone(),
-                        rule_name: rule.name.clone(),
+                        rule_id: Some(rule.id.clone()),
+                        rule_name: Some(rule.name.clone()),
                         severity: rule.severity,
                         status: AlertStatus::Active,
-                        data_source_id: rule.data_source_id.clone(),
+                        data_source_id: Some(rule.data_source_id.clone()),
                         asset_id,
-                        tag_name: rule.condition.tag_name.clone(),
-                        value,
-                        threshold: rule.condition.value,
-                        operator: rule.condition.operator,
+                        tag_name: Some(rule.condition.tag_name.clone()),
+                        value: Some(value),
+                        threshold: Some(rule.condition.value),
+                        operator: Some(rule.condition.operator),
+                        title: rule.name.clone(),
+                        message: None,
+                        source: RULE_SOURCE.to_string(),
+                        tags: Vec::new(),
+                        notifications: Vec::new(),
+                        dedup_key: None,
                         triggered_at: Timestamp::from_millis(at_ms),
                         acknowledged_at: None,
                         acknowledged_by: None,

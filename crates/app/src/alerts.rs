@@ -5,8 +5,10 @@
 use plantd_model::alert::{Alert, AlertRule, AlertStatus, CHANNELS, Condition, Operator, Severity};
 use plantd_model::event::EventType;
 use plantd_model::page::{Page, Paged};
+use plantd_model::telemetry::MAX_FUTURE_MS;
 use plantd_model::telemetry::check_name;
 use plantd_model::validation::Validator;
+use plantd_model::{Timestamp, new_id};
 use plantd_store::{AlertFilter, RuleFields, StoreError};
 use serde::Deserialize;
 
@@ -63,6 +65,42 @@ pub struct AlertRuleUpdate {
     pub enabled: Option<bool>,
     pub auto_resolve: Option<bool>,
 }
+
+/// An alert from outside the rule engine (a script, an edge device, another system). It then
+/// follows the lifecycle of every alert: acknowledge, resolve, events, webhooks, notifications.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewAlert {
+    /// critical, warning or info
+    pub severity: Severity,
+    /// The asset the alert is about (1..128 characters, as telemetry asset ids).
+    pub asset_id: String,
+    /// What the alert is about (at most 200 characters); `title` or `message` is required, and a
+    /// missing title is the message's first line.
+    pub title: Option<String>,
+    /// A longer text (at most 2,000 characters).
+    pub message: Option<String>,
+    /// Who raises it (at most 128 characters; default `api`).
+    pub source: Option<String>,
+    /// A data source of the organization the alert concerns.
+    pub data_source_id: Option<String>,
+    /// The tag the alert concerns (as telemetry tag names).
+    pub tag_name: Option<String>,
+    /// The value that caused it (a finite number).
+    pub value: Option<f64>,
+    /// Labels (at most 20, each 1..64 characters).
+    pub tags: Option<Vec<String>>,
+    /// Channels: email, slack, webhook (default none; webhooks subscribe to events anyway).
+    pub notifications: Option<Vec<String>>,
+    /// While an alert with this key is open, creating one with the same key returns that alert
+    /// instead (at most 200 characters).
+    pub dedup_key: Option<String>,
+    /// When it happened (default now; at most 24 hours ahead).
+    pub triggered_at: Option<Timestamp>,
+}
+
+/// The most tags an alert may carry.
+pub const MAX_TAGS: usize = 20;
 
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -264,6 +302,126 @@ impl App {
                 "is not a data source of this organization",
             )),
             Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Creates an alert from outside the rule engine; returns it and whether it is new (an open
+    /// alert with the same `dedup_key` is returned instead of a new one).
+    pub async fn create_alert(&self, org_id: &str, new: NewAlert) -> AppResult<(Alert, bool)> {
+        let now = Timestamp::now();
+        let mut v = Validator::new();
+        if let Err(e) = check_name(&new.asset_id) {
+            v.add("asset_id", e);
+        }
+        let first_line = |m: &str| m.lines().next().unwrap_or_default().trim().to_string();
+        let title = match (&new.title, &new.message) {
+            (Some(t), _) => {
+                v.text("title", t, 200);
+                t.trim().to_string()
+            }
+            (None, Some(m)) if !first_line(m).is_empty() => {
+                first_line(m).chars().take(200).collect()
+            }
+            _ => {
+                v.add("title", "title or message is required");
+                String::new()
+            }
+        };
+        if let Some(m) = &new.message {
+            v.check(
+                !m.trim().is_empty() && m.chars().count() <= MAX_NOTE_CHARS,
+                "message",
+                format!("must be 1 to {MAX_NOTE_CHARS} characters"),
+            );
+        }
+        if let Some(src) = &new.source {
+            v.text("source", src, 128);
+        }
+        if let Some(t) = &new.tag_name
+            && let Err(e) = check_name(t)
+        {
+            v.add("tag_name", e);
+        }
+        if let Some(x) = new.value {
+            v.check(x.is_finite(), "value", "must be a finite number");
+        }
+        let tags = new.tags.unwrap_or_default();
+        v.check(
+            tags.len() <= MAX_TAGS,
+            "tags",
+            format!("at most {MAX_TAGS} tags"),
+        );
+        for (i, t) in tags.iter().enumerate() {
+            v.text(&format!("tags[{i}]"), t, 64);
+            if tags[..i].contains(t) {
+                v.add(format!("tags[{i}]"), "is listed twice");
+            }
+        }
+        let channels = new.notifications.unwrap_or_default();
+        check_channels(&mut v, &channels);
+        if let Some(k) = &new.dedup_key {
+            v.text("dedup_key", k, 200);
+        }
+        if let Some(t) = new.triggered_at {
+            v.check(
+                t.millis() <= now.millis() + MAX_FUTURE_MS,
+                "triggered_at",
+                "must not be more than 24 hours in the future",
+            );
+        }
+        v.finish()?;
+        if let Some(ds) = &new.data_source_id {
+            self.check_rule_source(org_id, ds).await?;
+        }
+        let alert = Alert {
+            id: new_id(),
+            org_id: org_id.to_string(),
+            rule_id: None,
+            rule_name: None,
+            severity: new.severity,
+            status: AlertStatus::Active,
+            data_source_id: new.data_source_id,
+            asset_id: new.asset_id,
+            tag_name: new.tag_name,
+            value: new.value.map(|x| x + 0.0),
+            threshold: None,
+            operator: None,
+            title,
+            message: new.message,
+            source: new
+                .source
+                .map_or_else(|| "api".to_string(), |s| s.trim().to_string()),
+            tags,
+            notifications: channels,
+            dedup_key: new.dedup_key,
+            triggered_at: new.triggered_at.unwrap_or(now),
+            acknowledged_at: None,
+            acknowledged_by: None,
+            note: None,
+            resolved_at: None,
+            resolved_by: None,
+        };
+        if let Some(opened) = self.store().open_alert(&alert).await? {
+            self.events()
+                .publish_alert(EventType::AlertTriggered, opened.clone());
+            return Ok((opened, true));
+        }
+        // Not inserted: an open alert holds the deduplication key (the only unique key an
+        // alert without a rule can meet).
+        let key = alert.dedup_key.as_deref().unwrap_or_default();
+        match self.store().open_alert_by_dedup_key(org_id, key).await? {
+            Some(open) => Ok((open, false)),
+            // Resolved between the insert and the read: try once more.
+            None => match self.store().open_alert(&alert).await? {
+                Some(opened) => {
+                    self.events()
+                        .publish_alert(EventType::AlertTriggered, opened.clone());
+                    Ok((opened, true))
+                }
+                None => Err(AppError::Conflict(
+                    "an alert with this dedup_key is changing; retry".into(),
+                )),
+            },
         }
     }
 

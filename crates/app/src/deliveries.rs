@@ -157,13 +157,17 @@ async fn dispatch(
     let mut notifications = Vec::new();
     // People are told when an alert fires and when it ends; acknowledging is their own doing.
     if event.event != EventType::AlertAcknowledged {
-        // A deleted rule's resolutions reach webhooks only: its channels went with it.
-        let rule = match app.store().alert_rule(&event.org_id, &event.rule_id).await {
-            Ok(rule) => Some(rule),
-            Err(StoreError::NotFound) => None,
-            Err(e) => return Err(e),
+        let channels = match &event.rule_id {
+            // A rule's alerts go to its channels as they are now; a deleted rule's resolutions
+            // reach webhooks only: its channels went with it.
+            Some(rule_id) => match app.store().alert_rule(&event.org_id, rule_id).await {
+                Ok(rule) => rule.notifications,
+                Err(StoreError::NotFound) => Vec::new(),
+                Err(e) => return Err(e),
+            },
+            // An alert created through the API names its own channels.
+            None => alert.notifications.clone(),
         };
-        let channels = rule.map(|r| r.notifications).unwrap_or_default();
         if channels.iter().any(|c| c == "email" || c == "slack") {
             let settings = app.store().notification_settings(&event.org_id).await?;
             for channel in channels {

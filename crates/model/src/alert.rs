@@ -134,24 +134,46 @@ pub struct AlertRule {
     pub updated_at: crate::Timestamp,
 }
 
-/// An alert as stored and returned.
+/// An alert as stored and returned: raised by a rule (`source` = `rule`, with the rule, data
+/// source, tag, value and condition that fired) or created through `POST /v1/alerts` by a script,
+/// an edge device or another system (no rule; `source` says who).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Alert {
     pub id: String,
     #[serde(skip)]
     pub org_id: String,
-    pub rule_id: String,
-    pub rule_name: String,
+    /// The rule that raised the alert; null for alerts created through the API.
+    pub rule_id: Option<String>,
+    pub rule_name: Option<String>,
     pub severity: Severity,
     pub status: AlertStatus,
-    pub data_source_id: String,
+    pub data_source_id: Option<String>,
     pub asset_id: String,
-    pub tag_name: String,
-    /// The value of the point that raised the alert.
-    pub value: f64,
-    pub threshold: f64,
-    pub operator: Operator,
-    /// The timestamp of the point that raised the alert.
+    pub tag_name: Option<String>,
+    /// The value of the point that raised the alert (or the value its creator gave).
+    pub value: Option<f64>,
+    pub threshold: Option<f64>,
+    pub operator: Option<Operator>,
+    /// What the alert is about: the rule's name, or the title its creator gave.
+    #[serde(default)]
+    pub title: String,
+    /// A longer text from the alert's creator.
+    #[serde(default)]
+    pub message: Option<String>,
+    /// Who raised it: `rule`, or what its creator said (`api` by default).
+    #[serde(default = "rule_source")]
+    pub source: String,
+    /// Labels from the alert's creator.
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// The channels an alert created through the API is announced on (email, slack, webhook);
+    /// a rule's alerts follow their rule's channels and do not list them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notifications: Vec<String>,
+    /// While an alert with this key is open, creating one with the same key returns it.
+    #[serde(default)]
+    pub dedup_key: Option<String>,
+    /// When the condition started to hold (the point's timestamp), or the creator's time.
     pub triggered_at: crate::Timestamp,
     pub acknowledged_at: Option<crate::Timestamp>,
     pub acknowledged_by: Option<String>,
@@ -159,6 +181,25 @@ pub struct Alert {
     pub resolved_at: Option<crate::Timestamp>,
     /// A user id, or `auto` (the condition cleared) or `rule_deleted`.
     pub resolved_by: Option<String>,
+}
+
+/// The `source` of alerts raised by rules.
+pub const RULE_SOURCE: &str = "rule";
+
+fn rule_source() -> String {
+    RULE_SOURCE.to_string()
+}
+
+impl Alert {
+    /// What the alert is about, for messages: its title (an alert stored before titles existed
+    /// has its rule's name).
+    pub fn headline(&self) -> &str {
+        if self.title.is_empty() {
+            self.rule_name.as_deref().unwrap_or_default()
+        } else {
+            &self.title
+        }
+    }
 }
 
 /// Notification channels a rule may name.

@@ -55,7 +55,7 @@ async fn record_event(
     .bind(new_id())
     .bind(org_id)
     .bind(alert_id)
-    .bind(&alert.rule_id)
+    .bind(alert.rule_id.as_deref())
     .bind(event.as_str())
     .bind(serde_json::to_string(&alert)?)
     .bind(Timestamp::now().millis())
@@ -96,13 +96,15 @@ fn rule_from_row(row: &AnyRow) -> Result<AlertRule> {
 
 fn alert_from_row(row: &AnyRow) -> Result<Alert> {
     let severity: String = row.try_get("severity")?;
-    let operator: String = row.try_get("operator")?;
+    let operator: Option<String> = row.try_get("operator")?;
     let status: String = row.try_get("status")?;
     let ts = |col: &str| -> Result<Option<Timestamp>> {
         Ok(row
             .try_get::<Option<i64>, _>(col)?
             .map(Timestamp::from_millis))
     };
+    let tags: String = row.try_get("tags")?;
+    let notifications: String = row.try_get("notifications")?;
     Ok(Alert {
         id: row.try_get("id")?,
         org_id: row.try_get("org_id")?,
@@ -115,7 +117,15 @@ fn alert_from_row(row: &AnyRow) -> Result<Alert> {
         tag_name: row.try_get("tag_name")?,
         value: row.try_get("value")?,
         threshold: row.try_get("threshold")?,
-        operator: Operator::parse(&operator).ok_or_else(|| corrupt("operator", &operator))?,
+        operator: operator
+            .map(|o| Operator::parse(&o).ok_or_else(|| corrupt("operator", &o)))
+            .transpose()?,
+        title: row.try_get("title")?,
+        message: row.try_get("message")?,
+        source: row.try_get("source")?,
+        tags: serde_json::from_str(&tags)?,
+        notifications: serde_json::from_str(&notifications)?,
+        dedup_key: row.try_get("dedup_key")?,
         triggered_at: Timestamp::from_millis(row.try_get("triggered_at")?),
         acknowledged_at: ts("acknowledged_at")?,
         acknowledged_by: row.try_get("acknowledged_by")?,
@@ -262,26 +272,34 @@ impl Store {
         Ok(resolved)
     }
 
-    /// Opens an alert unless one is open for its rule and asset (then `None`).
+    /// Opens an alert unless one is open for its rule and asset, or (for an alert without a
+    /// rule) for its deduplication key (then `None`).
     pub async fn open_alert(&self, alert: &Alert) -> Result<Option<Alert>> {
         let mut tx = self.begin_write().await?;
         let inserted = sqlx::query(
             "INSERT INTO alerts (id, org_id, rule_id, rule_name, severity, status, data_source_id, asset_id, tag_name, \
-             value, threshold, operator, triggered_at) VALUES ($1, $2, $3, $4, $5, 'active', $6, $7, $8, $9, $10, $11, $12) \
+             value, threshold, operator, triggered_at, title, message, source, tags, notifications, dedup_key) \
+             VALUES ($1, $2, $3, $4, $5, 'active', $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) \
              ON CONFLICT DO NOTHING",
         )
         .bind(&alert.id)
         .bind(&alert.org_id)
-        .bind(&alert.rule_id)
-        .bind(&alert.rule_name)
+        .bind(alert.rule_id.as_deref())
+        .bind(alert.rule_name.as_deref())
         .bind(alert.severity.as_str())
-        .bind(&alert.data_source_id)
+        .bind(alert.data_source_id.as_deref())
         .bind(&alert.asset_id)
-        .bind(&alert.tag_name)
+        .bind(alert.tag_name.as_deref())
         .bind(alert.value)
         .bind(alert.threshold)
-        .bind(alert.operator.as_str())
+        .bind(alert.operator.map(Operator::as_str))
         .bind(alert.triggered_at.millis())
+        .bind(&alert.title)
+        .bind(alert.message.as_deref())
+        .bind(&alert.source)
+        .bind(serde_json::to_string(&alert.tags)?)
+        .bind(serde_json::to_string(&alert.notifications)?)
+        .bind(alert.dedup_key.as_deref())
         .execute(&mut *tx)
         .await?;
         if inserted.rows_affected() == 0 {
@@ -291,6 +309,22 @@ impl Store {
             record_event(&mut tx, &alert.org_id, &alert.id, EventType::AlertTriggered).await?;
         tx.commit().await?;
         Ok(Some(opened))
+    }
+
+    /// The open alert of an organization with a deduplication key.
+    pub async fn open_alert_by_dedup_key(
+        &self,
+        org_id: &str,
+        dedup_key: &str,
+    ) -> Result<Option<Alert>> {
+        let row = sqlx::query(
+            "SELECT * FROM alerts WHERE org_id = $1 AND dedup_key = $2 AND status <> 'resolved'",
+        )
+        .bind(org_id)
+        .bind(dedup_key)
+        .fetch_optional(self.pool())
+        .await?;
+        row.as_ref().map(alert_from_row).transpose()
     }
 
     pub async fn alert(&self, org_id: &str, id: &str) -> Result<Alert> {

@@ -57,6 +57,8 @@ const MIGRATIONS: &[Migration] = &[
     both!(4, "0004_alerts.sql"),
     both!(5, "0005_webhooks.sql"),
     both!(6, "0006_notifications.sql"),
+    // SQLite rebuilds the alert tables to drop NOT NULL; PostgreSQL alters them.
+    per_backend!(7, "0007_alerts_without_rules.sql"),
 ];
 
 /// The newest schema version this build knows.

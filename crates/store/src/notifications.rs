@@ -28,7 +28,8 @@ pub struct AlertEvent {
     pub id: String,
     pub org_id: String,
     pub alert_id: String,
-    pub rule_id: String,
+    /// `None` for an alert created through the API (it has its own channels).
+    pub rule_id: Option<String>,
     pub event: EventType,
     /// The alert as JSON, as it was after the change.
     pub payload: String,

@@ -2,7 +2,7 @@
 //! `PLANTD_TEST_DATABASE_URL` is set (CI runs them both ways): a database written by an earlier
 //! version opens and upgrades in place, and the repositories' invariants hold.
 
-use plantd_model::alert::{Alert, AlertStatus, Condition, Operator, Severity};
+use plantd_model::alert::{Alert, AlertStatus, Condition, Operator, RULE_SOURCE, Severity};
 use plantd_model::audit::{ActorType, AuditEvent, Outcome};
 use plantd_model::data_source::DataSourceType;
 use plantd_model::event::EventType;
@@ -78,7 +78,11 @@ async fn a_version_6_database_opens_and_upgrades_in_place() {
         .find(|a| a.status == AlertStatus::Resolved)
         .unwrap();
     assert_eq!(resolved.resolved_by.as_deref(), Some("auto"));
-    assert_eq!(resolved.value, 6.5);
+    assert_eq!(resolved.value, Some(6.5));
+    // Alerts stored before version 7 are rule alerts titled by their rule.
+    assert_eq!(resolved.source, "rule");
+    assert_eq!(Some(resolved.title.as_str()), resolved.rule_name.as_deref());
+    assert!(resolved.tags.is_empty() && resolved.dedup_key.is_none());
     assert_eq!(store.open_alerts().await.unwrap().len(), 1);
 
     // Announcements: the webhook, its deliveries, notification settings and the log.
@@ -184,16 +188,22 @@ async fn one_open_alert_per_rule_and_asset() {
     let alert = |asset: &str| Alert {
         id: new_id(),
         org_id: org.id.clone(),
-        rule_id: rule.id.clone(),
-        rule_name: rule.name.clone(),
+        rule_id: Some(rule.id.clone()),
+        rule_name: Some(rule.name.clone()),
         severity: rule.severity,
         status: AlertStatus::Active,
-        data_source_id: "ds".into(),
+        data_source_id: Some("ds".into()),
         asset_id: asset.into(),
-        tag_name: "T".into(),
-        value: 90.0,
-        threshold: 80.0,
-        operator: Operator::Gt,
+        tag_name: Some("T".into()),
+        value: Some(90.0),
+        threshold: Some(80.0),
+        operator: Some(Operator::Gt),
+        title: rule.name.clone(),
+        message: None,
+        source: RULE_SOURCE.into(),
+        tags: vec![],
+        notifications: vec![],
+        dedup_key: None,
         triggered_at: Timestamp::now(),
         acknowledged_at: None,
         acknowledged_by: None,

@@ -2,7 +2,7 @@
 
 use axum::extract::{Path, State};
 use axum::response::Response;
-use plantd_app::alerts::{Acknowledgement, AlertRuleUpdate, NewAlertRule};
+use plantd_app::alerts::{Acknowledgement, AlertRuleUpdate, NewAlert, NewAlertRule};
 use plantd_model::Scope::{ReadAlerts, WriteAlerts};
 use plantd_model::alert::{Alert, AlertRule, AlertStatus, Condition, Severity};
 use plantd_model::audit::AuditEvent;
@@ -52,6 +52,10 @@ pub(crate) fn routes() -> Vec<Route> {
         route!(
             list_alerts,
             Policy::scope(ReadAlerts, AuditEvent::AlertList)
+        ),
+        route!(
+            create_alert,
+            Policy::scope(WriteAlerts, AuditEvent::AlertCreate).limit(100, 60)
         ),
         route!(
             acknowledge,
@@ -242,6 +246,25 @@ async fn list_alerts(
     }
     let paged = state.app.alerts(&caller.org_id, &filter, page).await?;
     Ok(list(page, paged, |a| a))
+}
+
+/// Create an alert from outside the rule engine (a script, an edge device, another system); it
+/// follows the same lifecycle, events, webhooks and notifications as a rule's alerts. With a
+/// `dedup_key` that an open alert holds, that alert is answered (200) and nothing is created.
+#[utoipa::path(post, path = "/alerts", tag = "alerts", request_body = NewAlert,
+    responses((status = 201, body = Data<Alert>, description = "Created"),
+        (status = 200, body = Data<Alert>, description = "An open alert holds the dedup_key")))]
+async fn create_alert(
+    State(state): State<AppState>,
+    caller: Auth,
+    ValidJson(body): ValidJson<NewAlert>,
+) -> ApiResult<Response> {
+    let (alert, new) = state.app.create_alert(&caller.org_id, body).await?;
+    Ok(if new {
+        created(&alert.id.clone(), alert)
+    } else {
+        ok(alert)
+    })
 }
 
 /// Acknowledge an active alert (else 409).

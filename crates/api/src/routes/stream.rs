@@ -91,22 +91,27 @@ struct Filter {
 
 impl Filter {
     /// Whether something of `asset`/`tag` from `data_source` is what this subscription follows.
-    fn accepts(&self, asset: &str, tag: &str, data_source: Option<&str>) -> bool {
+    fn accepts(&self, asset: &str, tag: Option<&str>, data_source: Option<&str>) -> bool {
         self.asset_id.as_deref().is_none_or(|a| a == asset)
-            && self.tag_name.as_deref().is_none_or(|t| t == tag)
+            && self.tag_name.as_deref().is_none_or(|t| tag == Some(t))
             && self
                 .data_source_id
                 .as_deref()
                 .is_none_or(|d| data_source == Some(d))
     }
 
-    /// Whether an alert is about what this subscription follows.
+    /// Whether an alert is about what this subscription follows (an alert without a tag or
+    /// data source matches only subscriptions that do not filter by them).
     fn covers(&self, a: &Alert) -> bool {
-        self.accepts(&a.asset_id, &a.tag_name, Some(&a.data_source_id))
+        self.accepts(
+            &a.asset_id,
+            a.tag_name.as_deref(),
+            a.data_source_id.as_deref(),
+        )
     }
 
     fn matches(&self, p: &Point) -> bool {
-        self.accepts(&p.asset_id, &p.tag_name, p.data_source_id.as_deref())
+        self.accepts(&p.asset_id, Some(&p.tag_name), p.data_source_id.as_deref())
     }
 }
 

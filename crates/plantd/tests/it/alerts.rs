@@ -759,3 +759,215 @@ async fn email_and_slack_notifications_are_sent_retried_and_logged() {
     let _ = sink.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `POST /v1/alerts`: an alert from outside the rule engine is validated, deduplicated by its
+/// key while open, and follows the lifecycle of every alert: the stream, webhooks, the
+/// notification log, acknowledge and resolve, audit, scopes and tenancy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alerts_from_outside_the_rule_engine_follow_the_lifecycle() {
+    let app = spawn_app().await;
+    let k = app.admin_key.as_str();
+    let ds = source(&app).await;
+    let (_, other_key) = app.other_org("Other", plantd_model::Tier::Enterprise).await;
+    let other_ds = source_of(&app, &other_key).await;
+    for (body, field) in [
+        (
+            json!({"severity": "critical", "asset_id": "Pump_01"}),
+            "title",
+        ),
+        (
+            json!({"severity": "urgent", "asset_id": "Pump_01", "title": "x"}),
+            "severity",
+        ),
+        (
+            json!({"severity": "info", "asset_id": "Pump,01", "title": "x"}),
+            "asset_id",
+        ),
+        (
+            json!({"severity": "info", "asset_id": "P", "title": "x", "tags": ["a", "a"]}),
+            "tags[1]",
+        ),
+        (
+            json!({"severity": "info", "asset_id": "P", "title": "x", "notifications": ["pager"]}),
+            "notifications[0]",
+        ),
+        (
+            json!({"severity": "info", "asset_id": "P", "title": "x", "triggered_at": "2999-01-01T00:00:00Z"}),
+            "triggered_at",
+        ),
+        (
+            json!({"severity": "info", "asset_id": "P", "title": "x", "data_source_id": other_ds}),
+            "data_source_id",
+        ),
+        (
+            json!({"severity": "info", "asset_id": "P", "title": "x", "rule_id": "r"}),
+            "rule_id",
+        ),
+    ] {
+        let r = app.post("/alerts", k, body).await.expect(400);
+        assert_eq!(r.json["error"]["details"][0]["field"], field, "{}", r.text);
+    }
+
+    // Subscribers: a webhook (its first answer is 500), the stream, the email channel (no SMTP
+    // relay here: the notification is logged as failed, with the reason).
+    let (url, got) = receiver().await;
+    app.post(
+        "/webhooks",
+        k,
+        json!({"url": url, "events": ["alert.triggered", "alert.resolved"]}),
+    )
+    .await
+    .expect(201);
+    let mut ws = app
+        .subscribe(json!({"type": "subscribe", "asset_id": "Pump_07"}))
+        .await;
+    next_of_type(&mut ws, "subscribed").await;
+
+    let body = json!({
+        "severity": "warning", "asset_id": "Pump_07", "message": "Bearing noise reported\nby the gateway",
+        "source": "edge-gw-7", "data_source_id": ds, "tag_name": "Noise", "value": 81.5,
+        "tags": ["line-2", "bearing"], "notifications": ["email"], "dedup_key": "gw7-bearing"
+    });
+    let r = app.post("/alerts", k, body.clone()).await.expect(201);
+    let alert = r.json["data"].clone();
+    let id = alert["id"].as_str().unwrap().to_string();
+    assert_eq!(alert["status"], "active");
+    assert_eq!(
+        alert["title"], "Bearing noise reported",
+        "the message's first line"
+    );
+    assert_eq!(alert["source"], "edge-gw-7");
+    assert_eq!(alert["rule_id"], Value::Null);
+    assert_eq!(alert["tags"], json!(["line-2", "bearing"]));
+    assert_eq!(alert["notifications"], json!(["email"]));
+    assert_eq!(alert["value"], 81.5);
+    // The endpoint limit of SPEC 8.5 binds for this (unlimited) organization.
+    assert_eq!(r.header("x-ratelimit-limit"), Some("100"));
+
+    // The same key while the alert is open: the open alert, nothing new.
+    let again = app.post("/alerts", k, body.clone()).await.expect(200);
+    assert_eq!(again.json["data"]["id"], id.as_str());
+    assert_eq!(alerts(&app, "status=active").await.len(), 1);
+
+    let event = next_of_type(&mut ws, "alert").await;
+    assert_eq!(event["event"], "alert.triggered");
+    assert_eq!(event["data"]["id"], id.as_str());
+    let notes = app
+        .wait_list(&format!("/notifications?alert_id={id}"), |l| l.len() == 1)
+        .await;
+    assert_eq!(notes[0]["status"], "failed");
+    assert!(
+        notes[0]["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("email is not configured on this server"),
+        "{notes:?}"
+    );
+    assert!(
+        notes[0]["subject"]
+            .as_str()
+            .unwrap()
+            .contains("WARNING alert triggered: Bearing noise reported on Pump_07")
+    );
+
+    // Another organization sees nothing of it and cannot move it.
+    assert!(
+        app.get("/alerts", &other_key).await.expect(200).json["data"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    app.post(&format!("/alerts/{id}/resolve"), &other_key, json!({}))
+        .await
+        .expect(404);
+    // Scopes: reading alerts does not create them.
+    let reader = app.key(&[plantd_model::Scope::ReadAlerts]).await;
+    app.post("/alerts", &reader, body.clone()).await.expect(403);
+    let writer = app.key(&[plantd_model::Scope::WriteAlerts]).await;
+    app.post(
+        "/alerts",
+        &writer,
+        json!({"severity": "info", "asset_id": "Tank_3", "title": "Level sensor replaced"}),
+    )
+    .await
+    .expect(201);
+
+    // The lifecycle of every alert.
+    app.post(
+        &format!("/alerts/{id}/acknowledge"),
+        k,
+        json!({"note": "crew on site"}),
+    )
+    .await
+    .expect(200);
+    let resolved = app
+        .post(&format!("/alerts/{id}/resolve"), k, json!({}))
+        .await
+        .expect(200);
+    assert_eq!(resolved.json["data"]["status"], "resolved");
+    app.post(&format!("/alerts/{id}/resolve"), k, json!({}))
+        .await
+        .expect(409);
+    assert_eq!(
+        next_of_type(&mut ws, "alert").await["event"],
+        "alert.acknowledged"
+    );
+    assert_eq!(
+        next_of_type(&mut ws, "alert").await["event"],
+        "alert.resolved"
+    );
+    // Resolved: the key is free again.
+    let fresh = app.post("/alerts", k, body).await.expect(201);
+    assert_ne!(fresh.json["data"]["id"], id.as_str());
+
+    // The webhook got the trigger (on its second attempt) and the resolution, signed.
+    let hooks = app.wait_list("/webhooks", |_| true).await;
+    let hook_id = hooks[0]["id"].as_str().unwrap().to_string();
+    let delivered = |d: &[Value], event: &str| {
+        d.iter().any(|x| {
+            x["payload"]["data"]["id"] == id.as_str()
+                && x["event"] == event
+                && x["status"] == "delivered"
+        })
+    };
+    app.wait_list(&format!("/webhooks/{hook_id}/deliveries"), |d| {
+        delivered(d, "alert.triggered") && delivered(d, "alert.resolved")
+    })
+    .await;
+    assert!(got.lock().unwrap().len() >= 3);
+
+    // Audited as alert.create, refused or not.
+    let audit = app
+        .get("/audit/logs?event_types=alert.create&per_page=100", k)
+        .await
+        .expect(200);
+    let outcomes = |o: &str| {
+        audit.json["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["outcome"] == o)
+            .count()
+    };
+    assert_eq!(
+        (outcomes("success"), outcomes("failure")),
+        (4, 9),
+        "{}",
+        audit.text
+    );
+}
+
+/// A data source of the organization whose admin key is `key`.
+async fn source_of(app: &TestApp, key: &str) -> String {
+    app.post(
+        "/data-sources",
+        key,
+        json!({"name": "PLC", "type": "modbus", "enabled": false, "config": {"host": "plc.invalid"}}),
+    )
+    .await
+    .expect(201)
+    .json["data"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
