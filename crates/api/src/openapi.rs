@@ -165,6 +165,25 @@ fn complete(op: &mut Map<String, Value>, r: &Route) {
         .or_insert_with(|| json!({}))
         .as_object_mut();
     if let Some(responses) = responses {
+        // A response object needs a description (OpenAPI 3.1).
+        for (status, response) in responses.iter_mut() {
+            if let Some(r) = response.as_object_mut()
+                && !r.contains_key("$ref")
+                && r.get("description")
+                    .and_then(Value::as_str)
+                    .is_none_or(str::is_empty)
+            {
+                let text = match status.as_str() {
+                    "200" => "OK",
+                    "201" => "Created",
+                    "204" => "No content",
+                    "101" => "Switching protocols",
+                    "503" => "Service unavailable",
+                    _ => "Response",
+                };
+                r.insert("description".into(), Value::String(text.into()));
+            }
+        }
         for (status, name, _) in ERRORS {
             let declared = responses.contains_key(status);
             if declared || wanted(status) {

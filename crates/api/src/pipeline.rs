@@ -188,7 +188,7 @@ async fn admit(
             name: format!("endpoint:{}:{endpoint}", caller.key_id),
             label: "endpoint",
             windows: vec![Window {
-                limit: l.limit,
+                limit: state.app.config().limits.endpoint(caller.tier, l.limit),
                 window_secs: l.window_secs,
             }],
         });

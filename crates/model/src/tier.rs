@@ -92,6 +92,9 @@ pub struct LimitPolicy {
     pub enterprise_websocket: WebSocketLimits,
     /// Organization aggregate = this many times the per-key limit of its tier.
     pub org_aggregate_multiplier: u64,
+    /// An enterprise organization's endpoint limits (SPEC 8.5, e.g. 100 `GET /telemetry` per
+    /// minute) are this many times the SPEC's (SPEC 8.6: limit increases on request).
+    pub enterprise_endpoint_multiplier: u64,
 }
 
 impl Default for LimitPolicy {
@@ -105,6 +108,7 @@ impl Default for LimitPolicy {
                 messages_out_per_second: Some(2000),
             },
             org_aggregate_multiplier: 5,
+            enterprise_endpoint_multiplier: 1,
         }
     }
 }
@@ -133,6 +137,14 @@ impl LimitPolicy {
             per_minute: x(k.per_minute),
             per_hour: x(k.per_hour),
             per_day: x(k.per_day),
+        }
+    }
+
+    /// An endpoint limit of SPEC 8.5 (`limit` per window) as it applies to `tier`.
+    pub fn endpoint(&self, tier: Tier, limit: u64) -> u64 {
+        match tier {
+            Tier::Enterprise => limit.saturating_mul(self.enterprise_endpoint_multiplier.max(1)),
+            _ => limit,
         }
     }
 
@@ -178,6 +190,13 @@ mod tests {
         assert_eq!(p.org_requests(Tier::Trial).per_minute, Some(300));
         assert_eq!(p.telemetry(Tier::Starter).points_per_hour, Some(100_000));
         assert_eq!(p.websocket(Tier::Trial).connections, Some(2));
+        assert_eq!(p.endpoint(Tier::Enterprise, 100), 100);
+        let raised = LimitPolicy {
+            enterprise_endpoint_multiplier: 10,
+            ..LimitPolicy::default()
+        };
+        assert_eq!(raised.endpoint(Tier::Enterprise, 100), 1_000);
+        assert_eq!(raised.endpoint(Tier::Professional, 100), 100);
         assert_eq!("professional".parse::<Tier>().unwrap(), Tier::Professional);
         assert!("gold".parse::<Tier>().is_err());
     }

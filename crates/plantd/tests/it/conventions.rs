@@ -268,9 +268,40 @@ async fn openapi_document_covers_every_route_with_schemas() {
                 op["x-required-scope"].is_string(),
                 "{method} {path} lacks its scope"
             );
-            assert!(
-                op["responses"].as_object().is_some_and(|r| !r.is_empty()),
-                "{method} {path} lacks responses"
+            let responses = op["responses"].as_object().expect("responses");
+            // Every error an operation can give is documented, with the error envelope.
+            let public = op["x-required-scope"] == "none (public)";
+            let mut wanted = vec!["429", "500"];
+            if !public {
+                wanted.push("401");
+            }
+            if op["x-required-scope"]
+                .as_str()
+                .is_some_and(|s| s.contains(':') || s == "admin")
+            {
+                wanted.push("403");
+            }
+            if path.contains('{') {
+                wanted.push("404");
+            }
+            for status in wanted {
+                assert!(
+                    responses.contains_key(status),
+                    "{method} {path} does not document {status}"
+                );
+            }
+            for (status, r) in responses {
+                assert!(
+                    r["$ref"].is_string() || r["description"].is_string(),
+                    "{method} {path} {status} lacks a description"
+                );
+            }
+            // Public operations need no credentials; the others the API key of the document.
+            assert_eq!(
+                op["security"] == json!([]),
+                public,
+                "{method} {path}: security {}",
+                op["security"]
             );
             // Actions without a body (SPEC lists none for them).
             let bodiless = ["/test", "/rotate", "/enable", "/disable", "/resolve"];
@@ -296,6 +327,8 @@ async fn openapi_document_covers_every_route_with_schemas() {
         "the OpenAPI document and the route declarations must list the same routes"
     );
     assert!(doc["components"]["schemas"]["DataSourceView"].is_object());
+    assert_eq!(doc["security"], json!([{"api_key": []}]));
+    assert!(doc["components"]["responses"]["ValidationError"].is_object());
     assert!(doc["components"]["securitySchemes"]["api_key"].is_object());
     let docs = app.call(Method::GET, "/docs", None, None).await.expect(200);
     assert!(
