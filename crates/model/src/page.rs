@@ -90,9 +90,11 @@ pub struct Paged<T> {
 #[into_params(parameter_in = Query)]
 pub struct PageQuery {
     /// Page number, from 1 (default 1).
+    #[param(minimum = 1, maximum = 4294967295_i64)]
     #[serde(default, deserialize_with = "opt_i64")]
     pub page: Option<i64>,
     /// Items per page, 1 to 100 (default 20); larger values are clamped to 100.
+    #[param(minimum = 1)]
     #[serde(default, deserialize_with = "opt_i64")]
     pub per_page: Option<i64>,
 }

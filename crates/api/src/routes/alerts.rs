@@ -210,8 +210,10 @@ pub struct AlertQuery {
     pub start: Option<String>,
     /// Triggered before (RFC 3339).
     pub end: Option<String>,
+    #[param(minimum = 1, maximum = 4294967295_i64)]
     #[serde(default, deserialize_with = "plantd_model::page::opt_i64")]
     pub page: Option<i64>,
+    #[param(minimum = 1)]
     #[serde(default, deserialize_with = "plantd_model::page::opt_i64")]
     pub per_page: Option<i64>,
 }

@@ -42,8 +42,10 @@ pub struct AuditQuery {
     /// Case-insensitive text searched in event type, category, resource, actor, user, path,
     /// error code, client address, user agent and outcome.
     pub search: Option<String>,
+    #[param(minimum = 1, maximum = 4294967295_i64)]
     #[serde(default, deserialize_with = "plantd_model::page::opt_i64")]
     pub page: Option<i64>,
+    #[param(minimum = 1)]
     #[serde(default, deserialize_with = "plantd_model::page::opt_i64")]
     pub per_page: Option<i64>,
 }

@@ -98,8 +98,10 @@ pub struct DataSourceQuery {
     /// connected or disconnected
     #[param(inline)]
     pub status: Option<DataSourceStatus>,
+    #[param(minimum = 1, maximum = 4294967295_i64)]
     #[serde(default, deserialize_with = "plantd_model::page::opt_i64")]
     pub page: Option<i64>,
+    #[param(minimum = 1)]
     #[serde(default, deserialize_with = "plantd_model::page::opt_i64")]
     pub per_page: Option<i64>,
 }

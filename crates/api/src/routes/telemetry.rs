@@ -138,8 +138,10 @@ pub struct TelemetryQuery {
     /// 1m, 5m, 1h or 1d buckets aligned to UTC. Without `aggregation`: avg.
     #[param(inline)]
     pub interval: Option<Interval>,
+    #[param(minimum = 1, maximum = 4294967295_i64)]
     #[serde(default, deserialize_with = "plantd_model::page::opt_i64")]
     pub page: Option<i64>,
+    #[param(minimum = 1)]
     #[serde(default, deserialize_with = "plantd_model::page::opt_i64")]
     pub per_page: Option<i64>,
 }
