@@ -23,6 +23,8 @@ pub mod orgs;
 pub mod rate_limit;
 pub mod system;
 pub mod telemetry;
+#[cfg(test)]
+mod tests;
 mod usage;
 pub mod users;
 pub mod webhooks;

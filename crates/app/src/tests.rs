@@ -1,0 +1,167 @@
+//! The use cases called directly, without HTTP (as the command line and other front ends call
+//! them), on SQLite, and on PostgreSQL when `PLANTD_TEST_DATABASE_URL` is set.
+
+use plantd_model::alert::Severity;
+use plantd_model::telemetry::{Point, Quality};
+use plantd_model::{Scope, Tier, Timestamp};
+use plantd_store::Store;
+use plantd_store::testing::fresh_database;
+use std::sync::Arc;
+
+use crate::alerts::{NewAlert, NewAlertRule, NewCondition};
+use crate::{App, AppConfig, AppError, Caller};
+
+async fn app_with_org(tier: Tier) -> (App, Caller, Option<std::path::PathBuf>) {
+    let (url, dir) = fresh_database().await;
+    let store = Store::connect(&url).await.unwrap();
+    let org = crate::operator::create_org(&store, "Plant", tier)
+        .await
+        .unwrap();
+    let (_, secret) =
+        crate::operator::create_key(&store, Some(&org.id), "k", &[Scope::Admin], None)
+            .await
+            .unwrap();
+    let app = App::new(store, AppConfig::default());
+    let caller = app.authenticate(&secret, Timestamp::now()).await.unwrap();
+    (app, caller, dir)
+}
+
+fn points(n: usize, tag: &str, value: f64, data_source_id: Option<&str>) -> Arc<Vec<Point>> {
+    let now = Timestamp::now().millis();
+    Arc::new(
+        (0..n)
+            .map(|i| Point {
+                asset_id: "Pump_01".into(),
+                tag_name: tag.into(),
+                value,
+                timestamp: Timestamp::from_millis(now - 60_000 + i as i64),
+                quality: Quality::Good,
+                data_source_id: data_source_id.map(str::to_string),
+            })
+            .collect(),
+    )
+}
+
+/// Intake enforces the tier's ingestion limits and evaluates rules, whoever calls it.
+#[tokio::test]
+async fn intake_limits_and_rules_apply_without_http() {
+    let (app, caller, dir) = app_with_org(Tier::Trial).await;
+    let org = caller.org_id.clone();
+    let ds = app
+        .create_data_source(
+            &org,
+            serde_json::from_value(serde_json::json!({
+                "name": "PLC", "type": "modbus", "enabled": false, "config": {"host": "plc.invalid"}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    // Invalid input names every field at fault.
+    let bad = NewAlertRule {
+        name: " ".into(),
+        severity: Severity::Critical,
+        data_source_id: ds.id.clone(),
+        asset_id: None,
+        condition: NewCondition {
+            tag_name: "T".into(),
+            operator: plantd_model::alert::Operator::Gt,
+            value: f64::NAN,
+            duration_seconds: -1,
+            max_gap_seconds: None,
+        },
+        notifications: Some(vec!["pager".into()]),
+        enabled: None,
+        auto_resolve: None,
+    };
+    match app.create_alert_rule(&org, bad).await {
+        Err(AppError::Invalid(details)) => {
+            let fields: Vec<_> = details.iter().map(|d| d.field.as_str()).collect();
+            assert_eq!(
+                fields,
+                [
+                    "name",
+                    "condition.value",
+                    "condition.duration_seconds",
+                    "notifications[0]"
+                ]
+            );
+        }
+        other => panic!("{:?}", other.map(|r| r.id)),
+    }
+    let rule = NewAlertRule {
+        name: "Hot".into(),
+        severity: Severity::Critical,
+        data_source_id: ds.id.clone(),
+        asset_id: None,
+        condition: NewCondition {
+            tag_name: "T".into(),
+            operator: plantd_model::alert::Operator::Gt,
+            value: 80.0,
+            duration_seconds: 0,
+            max_gap_seconds: None,
+        },
+        notifications: None,
+        enabled: None,
+        auto_resolve: None,
+    };
+    app.create_alert_rule(&org, rule).await.unwrap();
+    let mut events = app.events().subscribe();
+    let now = Timestamp::now();
+    let stored = app
+        .store_points(
+            &org,
+            caller.tier,
+            points(1, "T", 90.0, Some(&ds.id)),
+            None,
+            now,
+        )
+        .await
+        .unwrap();
+    assert_eq!(stored.accepted, 1);
+    let page = plantd_model::page::Page::default();
+    let open = app
+        .alerts(&org, &plantd_store::AlertFilter::default(), page)
+        .await
+        .unwrap();
+    assert_eq!(open.total, 1, "the rule fired on the stored point");
+    assert!(matches!(
+        events.recv().await.unwrap(),
+        crate::events::Event::Alert { .. }
+    ));
+    // A trial organization takes 1,000 points a minute (SPEC 8.3): the rest is refused whole.
+    let refused = app
+        .store_points(&org, caller.tier, points(1_000, "U", 1.0, None), None, now)
+        .await;
+    assert!(
+        matches!(&refused, Err(AppError::LimitReached { message, .. }) if message.contains("1000 per minute")),
+        "{:?}",
+        refused.map(|s| s.accepted)
+    );
+    // Alerts from other systems, deduplicated by key while open.
+    let new = || NewAlert {
+        severity: Severity::Info,
+        asset_id: "Tank_3".into(),
+        title: Some("Level sensor replaced".into()),
+        message: None,
+        source: None,
+        data_source_id: None,
+        tag_name: None,
+        value: None,
+        tags: None,
+        notifications: None,
+        dedup_key: Some("tank3-sensor".into()),
+        triggered_at: None,
+    };
+    let (first, created) = app.create_alert(&org, new()).await.unwrap();
+    assert!(created);
+    assert_eq!(first.source, "api");
+    let (again, created) = app.create_alert(&org, new()).await.unwrap();
+    assert!(!created);
+    assert_eq!(again.id, first.id);
+    app.resolve_alert(&caller, &first.id).await.unwrap();
+    assert!(app.create_alert(&org, new()).await.unwrap().1);
+    if let Some(d) = dir {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
