@@ -85,8 +85,3 @@ pub fn route_list() -> Vec<(axum::http::Method, String, crate::routing::Policy)>
         .map(|r| (r.method, r.path, r.policy))
         .collect()
 }
-
-/// The OpenAPI document alone.
-pub fn openapi_document() -> serde_json::Value {
-    crate::openapi::document(&crate::routes::all())
-}

@@ -19,7 +19,7 @@ use crate::config::AppConfig;
 use crate::events::EventBus;
 use crate::key_cache::KeyCache;
 use crate::rate_limit::RateLimiter;
-use crate::usage::UsageCounter;
+use crate::usage::RequestCounter;
 use crate::worker_board::WorkerBoard;
 
 #[derive(Clone)]
@@ -33,7 +33,7 @@ struct Inner {
     config: AppConfig,
     limiter: RateLimiter,
     keys: KeyCache,
-    usage: UsageCounter,
+    usage: RequestCounter,
     workers: WorkerBoard,
     events: EventBus,
     alerts: AlertEngine,
@@ -49,7 +49,7 @@ impl App {
                 config,
                 limiter: RateLimiter::new(),
                 keys: KeyCache::default(),
-                usage: UsageCounter::default(),
+                usage: RequestCounter::default(),
                 workers: WorkerBoard::default(),
                 events: EventBus::default(),
                 alerts: AlertEngine::default(),
@@ -68,7 +68,7 @@ impl App {
     }
 
     /// Request counts per key and endpoint, written to the database by a worker.
-    pub fn usage(&self) -> &UsageCounter {
+    pub fn usage(&self) -> &RequestCounter {
         &self.inner.usage
     }
 

@@ -35,6 +35,6 @@ pub use app::App;
 pub use caller::Caller;
 pub use config::AppConfig;
 pub use error::{AppError, AppResult};
-pub use usage::UsageCounter;
+pub use usage::RequestCounter;
 pub use worker_board::WorkerState;
 pub use workers::Workers;

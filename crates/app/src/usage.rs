@@ -8,7 +8,7 @@ use std::sync::Mutex;
 
 /// Request counts not yet written to the database.
 #[derive(Default)]
-pub struct UsageCounter {
+pub struct RequestCounter {
     pending: Mutex<Pending>,
 }
 
@@ -18,7 +18,7 @@ struct Pending {
     last_used: HashMap<String, Timestamp>,
 }
 
-impl UsageCounter {
+impl RequestCounter {
     pub fn record(&self, key_id: &str, org_id: &str, endpoint: &str, now: Timestamp) {
         let mut p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         *p.counts
