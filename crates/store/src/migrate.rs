@@ -22,44 +22,11 @@ struct Migration {
     sql: Sql,
 }
 
-/// `migrations/NNNN_name.sql` for both backends.
-macro_rules! both {
-    ($version:literal, $file:literal) => {
-        Migration {
-            version: $version,
-            sql: Sql::Both(include_str!(concat!("../migrations/", $file))),
-        }
-    };
-}
-
-/// `migrations/sqlite/NNNN_name.sql` and `migrations/postgres/NNNN_name.sql`.
-macro_rules! per_backend {
-    ($version:literal, $file:literal) => {
-        Migration {
-            version: $version,
-            sql: Sql::PerBackend {
-                sqlite: include_str!(concat!("../migrations/sqlite/", $file)),
-                postgres: include_str!(concat!("../migrations/postgres/", $file)),
-            },
-        }
-    };
-}
-
-/// Every version, in order. A database records the versions it has applied
-/// (`plantd_migrations`), so moving a file between `migrations/` and the per-backend folders
-/// changes nothing for a database that has it; only its text matters for new databases.
-const MIGRATIONS: &[Migration] = &[
-    both!(1, "0001_foundation.sql"),
-    per_backend!(2, "0002_telemetry.sql"),
-    // SQLite reads the BIGINT of this file as it read the INTEGER an earlier copy said: both
-    // have integer affinity.
-    both!(3, "0003_connectors.sql"),
-    both!(4, "0004_alerts.sql"),
-    both!(5, "0005_webhooks.sql"),
-    both!(6, "0006_notifications.sql"),
-    // SQLite rebuilds the alert tables to drop NOT NULL; PostgreSQL alters them.
-    per_backend!(7, "0007_alerts_without_rules.sql"),
-];
+/// Every version, in order, from the files in `migrations/` (listed by `build.rs`). A database
+/// records the versions it has applied (`plantd_migrations`), so moving a file between
+/// `migrations/` and the per-backend folders changes nothing for a database that has it; only its
+/// text matters for new databases.
+const MIGRATIONS: &[Migration] = include!(concat!(env!("OUT_DIR"), "/migrations.rs"));
 
 /// The newest schema version this build knows.
 pub(crate) const LATEST_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].version;
