@@ -275,33 +275,46 @@ impl Store {
     /// Opens an alert unless one is open for its rule and asset, or (for an alert without a
     /// rule) for its deduplication key (then `None`).
     pub async fn open_alert(&self, alert: &Alert) -> Result<Option<Alert>> {
-        let mut tx = self.begin_write().await?;
-        let inserted = sqlx::query(
+        // An absent number is written as a literal NULL, not bound: sqlx 0.9's `Any` driver
+        // sends a `None` of f64 as a FLOAT4 parameter, and PostgreSQL then refuses the 8-byte
+        // doubles that later executions of the cached statement bind.
+        let mut next = 16;
+        let mut number = |v: Option<f64>| match v {
+            Some(_) => {
+                next += 1;
+                format!("${next}")
+            }
+            None => "NULL".to_string(),
+        };
+        let (value, threshold) = (number(alert.value), number(alert.threshold));
+        let sql = format!(
             "INSERT INTO alerts (id, org_id, rule_id, rule_name, severity, status, data_source_id, asset_id, tag_name, \
-             value, threshold, operator, triggered_at, title, message, source, tags, notifications, dedup_key) \
-             VALUES ($1, $2, $3, $4, $5, 'active', $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) \
-             ON CONFLICT DO NOTHING",
-        )
-        .bind(&alert.id)
-        .bind(&alert.org_id)
-        .bind(alert.rule_id.as_deref())
-        .bind(alert.rule_name.as_deref())
-        .bind(alert.severity.as_str())
-        .bind(alert.data_source_id.as_deref())
-        .bind(&alert.asset_id)
-        .bind(alert.tag_name.as_deref())
-        .bind(alert.value)
-        .bind(alert.threshold)
-        .bind(alert.operator.map(Operator::as_str))
-        .bind(alert.triggered_at.millis())
-        .bind(&alert.title)
-        .bind(alert.message.as_deref())
-        .bind(&alert.source)
-        .bind(serde_json::to_string(&alert.tags)?)
-        .bind(serde_json::to_string(&alert.notifications)?)
-        .bind(alert.dedup_key.as_deref())
-        .execute(&mut *tx)
-        .await?;
+             operator, triggered_at, title, message, source, tags, notifications, dedup_key, value, threshold) \
+             VALUES ($1, $2, $3, $4, $5, 'active', $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, {value}, {threshold}) \
+             ON CONFLICT DO NOTHING"
+        );
+        let mut tx = self.begin_write().await?;
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(&alert.id)
+            .bind(&alert.org_id)
+            .bind(alert.rule_id.as_deref())
+            .bind(alert.rule_name.as_deref())
+            .bind(alert.severity.as_str())
+            .bind(alert.data_source_id.as_deref())
+            .bind(&alert.asset_id)
+            .bind(alert.tag_name.as_deref())
+            .bind(alert.operator.map(Operator::as_str))
+            .bind(alert.triggered_at.millis())
+            .bind(&alert.title)
+            .bind(alert.message.as_deref())
+            .bind(&alert.source)
+            .bind(serde_json::to_string(&alert.tags)?)
+            .bind(serde_json::to_string(&alert.notifications)?)
+            .bind(alert.dedup_key.as_deref());
+        for v in [alert.value, alert.threshold].into_iter().flatten() {
+            q = q.bind(v);
+        }
+        let inserted = q.execute(&mut *tx).await?;
         if inserted.rows_affected() == 0 {
             return Ok(None);
         }

@@ -246,3 +246,49 @@ async fn one_open_alert_per_rule_and_asset() {
         let _ = std::fs::remove_dir_all(d);
     }
 }
+
+/// Alerts with and without a value, in turn, through the same statement: an absent number must
+/// not fix the type its parameter is prepared with (PostgreSQL refused the next value).
+#[tokio::test]
+async fn alerts_with_and_without_numbers_alternate() {
+    let (url, dir) = fresh_database().await;
+    let store = Store::connect(&url).await.unwrap();
+    let org = store.create_org("O", Tier::Trial).await.unwrap();
+    for i in 0..6 {
+        let value = (i % 2 == 1).then_some(i as f64 + 0.5);
+        let alert = Alert {
+            id: new_id(),
+            org_id: org.id.clone(),
+            rule_id: None,
+            rule_name: None,
+            severity: Severity::Info,
+            status: AlertStatus::Active,
+            data_source_id: None,
+            asset_id: format!("A{i}"),
+            tag_name: None,
+            value,
+            threshold: value.map(|v| v - 0.5),
+            operator: None,
+            title: "t".into(),
+            message: None,
+            source: "api".into(),
+            tags: vec![],
+            notifications: vec![],
+            dedup_key: None,
+            triggered_at: Timestamp::now(),
+            acknowledged_at: None,
+            acknowledged_by: None,
+            note: None,
+            resolved_at: None,
+            resolved_by: None,
+        };
+        let stored = store.open_alert(&alert).await.unwrap().expect("opened");
+        assert_eq!(
+            (stored.value, stored.threshold),
+            (alert.value, alert.threshold)
+        );
+    }
+    if let Some(d) = dir {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
