@@ -175,6 +175,36 @@ fn rule_fields(data_source_id: &str) -> RuleFields {
     }
 }
 
+/// An active alert of `asset` without a rule, as `POST /alerts` makes it.
+fn new_alert(org_id: &str, asset: &str) -> Alert {
+    Alert {
+        id: new_id(),
+        org_id: org_id.to_string(),
+        rule_id: None,
+        rule_name: None,
+        severity: Severity::Info,
+        status: AlertStatus::Active,
+        data_source_id: None,
+        asset_id: asset.to_string(),
+        tag_name: None,
+        value: None,
+        threshold: None,
+        operator: None,
+        title: "t".into(),
+        message: None,
+        source: "api".into(),
+        tags: vec![],
+        notifications: vec![],
+        dedup_key: None,
+        triggered_at: Timestamp::now(),
+        acknowledged_at: None,
+        acknowledged_by: None,
+        note: None,
+        resolved_at: None,
+        resolved_by: None,
+    }
+}
+
 /// The database holds at most one open alert per rule and asset, whoever opens it.
 #[tokio::test]
 async fn one_open_alert_per_rule_and_asset() {
@@ -186,30 +216,17 @@ async fn one_open_alert_per_rule_and_asset() {
         .await
         .unwrap();
     let alert = |asset: &str| Alert {
-        id: new_id(),
-        org_id: org.id.clone(),
         rule_id: Some(rule.id.clone()),
         rule_name: Some(rule.name.clone()),
         severity: rule.severity,
-        status: AlertStatus::Active,
         data_source_id: Some("ds".into()),
-        asset_id: asset.into(),
         tag_name: Some("T".into()),
         value: Some(90.0),
         threshold: Some(80.0),
         operator: Some(Operator::Gt),
         title: rule.name.clone(),
-        message: None,
         source: RULE_SOURCE.into(),
-        tags: vec![],
-        notifications: vec![],
-        dedup_key: None,
-        triggered_at: Timestamp::now(),
-        acknowledged_at: None,
-        acknowledged_by: None,
-        note: None,
-        resolved_at: None,
-        resolved_by: None,
+        ..new_alert(&org.id, asset)
     };
     let first = store
         .open_alert(&alert("A"))
@@ -257,30 +274,9 @@ async fn alerts_with_and_without_numbers_alternate() {
     for i in 0..6 {
         let value = (i % 2 == 1).then_some(i as f64 + 0.5);
         let alert = Alert {
-            id: new_id(),
-            org_id: org.id.clone(),
-            rule_id: None,
-            rule_name: None,
-            severity: Severity::Info,
-            status: AlertStatus::Active,
-            data_source_id: None,
-            asset_id: format!("A{i}"),
-            tag_name: None,
             value,
             threshold: value.map(|v| v - 0.5),
-            operator: None,
-            title: "t".into(),
-            message: None,
-            source: "api".into(),
-            tags: vec![],
-            notifications: vec![],
-            dedup_key: None,
-            triggered_at: Timestamp::now(),
-            acknowledged_at: None,
-            acknowledged_by: None,
-            note: None,
-            resolved_at: None,
-            resolved_by: None,
+            ..new_alert(&org.id, &format!("A{i}"))
         };
         let stored = store.open_alert(&alert).await.unwrap().expect("opened");
         assert_eq!(
