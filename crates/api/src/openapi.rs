@@ -98,10 +98,7 @@ pub fn document(routes: &[Route]) -> Value {
         .map(|c| c.entry("responses").or_insert_with(|| json!({})));
     if let Some(Value::Object(responses)) = responses {
         for (status, name, description) in ERRORS {
-            let mut response = json!({
-                "description": description,
-                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
-            });
+            let mut response = error_response(description);
             if status == "429" {
                 response["headers"] = json!({"Retry-After": {
                     "description": "Seconds to wait",
@@ -165,6 +162,22 @@ fn complete(op: &mut Map<String, Value>, r: &Route) {
         .or_insert_with(|| json!({}))
         .as_object_mut();
     if let Some(responses) = responses {
+        for (status, name, _) in ERRORS {
+            // A handler's own text stays (with the envelope as body); else the shared response.
+            let own = responses
+                .get(status)
+                .and_then(|r| r["description"].as_str())
+                .filter(|d| !d.is_empty())
+                .map(error_response);
+            let entry = match own {
+                Some(response) => response,
+                None if responses.contains_key(status) || wanted(status) => {
+                    json!({"$ref": format!("#/components/responses/{name}")})
+                }
+                None => continue,
+            };
+            responses.insert(status.to_string(), entry);
+        }
         // A response object needs a description (OpenAPI 3.1).
         for (status, response) in responses.iter_mut() {
             if let Some(r) = response.as_object_mut()
@@ -184,31 +197,13 @@ fn complete(op: &mut Map<String, Value>, r: &Route) {
                 r.insert("description".into(), Value::String(text.into()));
             }
         }
-        for (status, name, _) in ERRORS {
-            let declared = responses.contains_key(status);
-            if declared || wanted(status) {
-                // The handler's own text stays as the description; the body is the envelope.
-                let description = responses
-                    .get(status)
-                    .and_then(|r| r["description"].as_str())
-                    .filter(|d| !d.is_empty())
-                    .map(str::to_string);
-                let reference = json!({"$ref": format!("#/components/responses/{name}")});
-                match description {
-                    Some(d) if declared => {
-                        responses.insert(
-                            status.to_string(),
-                            json!({
-                                "description": d,
-                                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
-                            }),
-                        );
-                    }
-                    _ => {
-                        responses.insert(status.to_string(), reference);
-                    }
-                }
-            }
-        }
     }
+}
+
+/// An error response in the envelope of SPEC 7.
+fn error_response(description: &str) -> Value {
+    json!({
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+    })
 }

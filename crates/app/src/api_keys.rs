@@ -185,9 +185,7 @@ impl App {
             .api_key(org_id, id)
             .await
             .map_err(AppError::missing("API key"))?;
-        if let Err(e) = self.usage().flush(self.store()).await {
-            tracing::warn!(error = %plantd_model::error_chain(&e), "could not flush usage counts before reading them");
-        }
+        self.flush_usage().await;
         Ok(self.store().api_key_usage(org_id, id, page).await?)
     }
 }

@@ -81,6 +81,14 @@ impl App {
         self.inner.started_at
     }
 
+    /// Writes pending request counts so that a read of usage sees them; a failure is logged
+    /// and the counts are kept for the next attempt.
+    pub(crate) async fn flush_usage(&self) {
+        if let Err(e) = self.usage().flush(self.store()).await {
+            tracing::warn!(error = %plantd_model::error_chain(&e), "could not flush usage counts before reading them");
+        }
+    }
+
     pub(crate) fn store(&self) -> &Store {
         &self.inner.store
     }

@@ -153,9 +153,7 @@ impl App {
 
     /// Requests today and telemetry points this hour against the tier's limits.
     pub async fn organization_usage(&self, caller: &Caller) -> AppResult<Usage> {
-        if let Err(e) = self.usage().flush(self.store()).await {
-            tracing::warn!(error = %plantd_model::error_chain(&e), "could not flush usage counts before reading them");
-        }
+        self.flush_usage().await;
         let now = Timestamp::now();
         let secs = now.unix_seconds();
         let day = now.day();

@@ -39,24 +39,19 @@ impl App {
 
     /// Stores a validated batch of the caller's organization, all or none: its data sources
     /// must be the organization's, then [`App::store_points`]. `audit` is committed with the
-    /// points.
+    /// points; `now` is the time the points were checked against.
     pub async fn ingest(
         &self,
         caller: &Caller,
         points: Vec<Point>,
         batch_source: Option<&str>,
         audit: Option<NewAuditRecord>,
+        now: Timestamp,
     ) -> AppResult<Stored> {
         self.check_sources(&caller.org_id, &points, batch_source)
             .await?;
-        self.store_points(
-            &caller.org_id,
-            caller.tier,
-            Arc::new(points),
-            audit,
-            Timestamp::now(),
-        )
-        .await
+        self.store_points(&caller.org_id, caller.tier, Arc::new(points), audit, now)
+            .await
     }
 
     /// The one way points enter storage (the ingest endpoint and the connectors): the tier's

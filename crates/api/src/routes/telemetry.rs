@@ -103,7 +103,7 @@ async fn ingest(
     let audited = audit.is_some();
     let stored = state
         .app
-        .ingest(&caller, points, batch_source.as_deref(), audit)
+        .ingest(&caller, points, batch_source.as_deref(), audit, now)
         .await?;
     let mut response = ok(IngestResult {
         accepted: stored.accepted,
