@@ -1,11 +1,12 @@
 """An SMTP server (aiosmtpd) for plantd's email notification test.
 
-Usage: smtp_sink.py PORT CERT KEY USER PASSWORD OUT
+Usage: smtp_sink.py PORT CERT KEY USER PASSWORD OUT [accept-first]
 
 Listens on 127.0.0.1:PORT, requires STARTTLS (with CERT/KEY) and AUTH as USER/PASSWORD, and
 appends every message it accepts to OUT as one JSON line: mail_from, rcpt_tos, data, tls,
 authenticated. The first message is answered "451 try again later" (a transient failure the
-sender must retry); later ones are accepted. Prints "ready" once it listens.
+sender must retry), unless "accept-first" is given; later ones are accepted. Prints "ready"
+once it listens.
 """
 
 import json
@@ -17,6 +18,7 @@ from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
 
 port, cert, key, user, password, out = sys.argv[1:7]
+accept_first = sys.argv[7:8] == ["accept-first"]
 
 
 class Sink:
@@ -25,7 +27,7 @@ class Sink:
 
     async def handle_DATA(self, server, session, envelope):
         self.seen += 1
-        if self.seen == 1:
+        if self.seen == 1 and not accept_first:
             return "451 4.3.0 try again later"
         with open(out, "a", encoding="utf-8") as f:
             f.write(

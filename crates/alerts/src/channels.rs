@@ -197,6 +197,29 @@ impl Mailer {
             message: format!("cannot build the message: {e}"),
             permanent: true,
         })?;
+        self.deliver(message).await
+    }
+
+    /// Sends one plain-text message to one person (invitations, password resets).
+    pub async fn send_plain(&self, to: &str, subject: &str, body: &str) -> Result<(), SendError> {
+        let mailbox = Mailbox::from_str(to).map_err(|e| SendError {
+            message: format!("recipient {to:?} is not an email address: {e}"),
+            permanent: true,
+        })?;
+        let message = lettre::Message::builder()
+            .from(self.from.clone())
+            .to(mailbox)
+            .subject(subject)
+            .header(ContentType::TEXT_PLAIN)
+            .body(body.to_string())
+            .map_err(|e| SendError {
+                message: format!("cannot build the message: {e}"),
+                permanent: true,
+            })?;
+        self.deliver(message).await
+    }
+
+    async fn deliver(&self, message: lettre::Message) -> Result<(), SendError> {
         self.transport.send(message).await.map(drop).map_err(|e| {
             let permanent = e.is_permanent();
             let reason = if e.is_timeout() {

@@ -46,12 +46,8 @@ pub fn audit_record(
     };
     NewAuditRecord {
         org_id: caller.map(|c| c.org_id.clone()),
-        actor_type: if caller.is_some() {
-            ActorType::ApiKey
-        } else {
-            ActorType::Anonymous
-        },
-        actor_id: caller.map(|c| c.key_id.clone()),
+        actor_type: caller.map_or(ActorType::Anonymous, Caller::actor_type),
+        actor_id: caller.map(|c| c.credential_id().to_string()),
         user_id: caller.and_then(|c| c.user_id.clone()),
         event,
         severity,

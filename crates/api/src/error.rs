@@ -18,8 +18,28 @@ pub enum ApiError {
     NotFound(String),
     MethodNotAllowed,
     Conflict(String),
-    RateLimited { message: String, retry_after: u64 },
+    RateLimited {
+        message: String,
+        retry_after: u64,
+    },
+    /// SPEC 7's second shape (`error`, `error_description`): bearer access tokens and the
+    /// OAuth endpoints, with the `WWW-Authenticate` challenge where one is due.
+    OAuth {
+        status: StatusCode,
+        error: &'static str,
+        description: String,
+        challenge: Option<String>,
+    },
     Internal(Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// SPEC 7's second error shape.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct OAuthErrorBody {
+    /// invalid_token, insufficient_scope, invalid_client, invalid_grant, invalid_request,
+    /// unauthorized_client, unsupported_grant_type, invalid_scope.
+    pub error: &'static str,
+    pub error_description: String,
 }
 
 /// The error code a response carried, for the audit trail.
@@ -53,6 +73,33 @@ impl ApiError {
         ApiError::Internal(e.into())
     }
 
+    /// A bearer access token refused (RFC 6750 3.1): 401 `invalid_token`.
+    pub fn invalid_token(description: impl Into<String>) -> Self {
+        let description = description.into();
+        ApiError::OAuth {
+            status: StatusCode::UNAUTHORIZED,
+            error: "invalid_token",
+            challenge: Some(bearer_challenge("invalid_token", &description, None)),
+            description,
+        }
+    }
+
+    /// A bearer access token without the scope an operation needs: 403 `insufficient_scope`.
+    pub fn insufficient_scope(required: &str) -> Self {
+        let description =
+            format!("this access token lacks the '{required}' scope this operation needs");
+        ApiError::OAuth {
+            status: StatusCode::FORBIDDEN,
+            error: "insufficient_scope",
+            challenge: Some(bearer_challenge(
+                "insufficient_scope",
+                &description,
+                Some(required),
+            )),
+            description,
+        }
+    }
+
     pub fn code(&self) -> &'static str {
         match self {
             ApiError::Validation(_) => "validation_error",
@@ -62,6 +109,7 @@ impl ApiError {
             ApiError::MethodNotAllowed => "method_not_allowed",
             ApiError::Conflict(_) => "conflict",
             ApiError::RateLimited { .. } => "rate_limited",
+            ApiError::OAuth { error, .. } => error,
             ApiError::Internal(_) => "internal_error",
         }
     }
@@ -75,6 +123,7 @@ impl ApiError {
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::OAuth { status, .. } => *status,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -86,6 +135,15 @@ impl From<AppError> for ApiError {
         match e {
             AppError::Invalid(details) => ApiError::Validation(details),
             AppError::Unauthenticated(m) => ApiError::Authentication(m),
+            AppError::InvalidToken(m) => ApiError::invalid_token(m),
+            AppError::OAuth(e) => ApiError::OAuth {
+                status: StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST),
+                error: e.error,
+                challenge: e
+                    .basic_challenge
+                    .then(|| "Basic realm=\"plantd\", charset=\"UTF-8\"".to_string()),
+                description: e.description,
+            },
             AppError::Forbidden(m) => ApiError::Authorization(m),
             AppError::NotFound(what) => ApiError::NotFound(format!("{what} not found")),
             AppError::NoUser => ApiError::NotFound(AppError::NoUser.to_string()),
@@ -106,10 +164,45 @@ impl From<AppError> for ApiError {
     }
 }
 
+/// `Bearer error="...", error_description="..."` (RFC 6750 3), quotes and backslashes dropped.
+fn bearer_challenge(error: &str, description: &str, scope: Option<&str>) -> String {
+    let clean: String = description
+        .chars()
+        .filter(|c| *c != '"' && *c != '\\' && (' '..='~').contains(c))
+        .collect();
+    let mut v =
+        format!("Bearer realm=\"plantd\", error=\"{error}\", error_description=\"{clean}\"");
+    if let Some(s) = scope {
+        v.push_str(&format!(", scope=\"{s}\""));
+    }
+    v
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
         let code = self.code();
+        if let ApiError::OAuth {
+            description,
+            challenge,
+            ..
+        } = self
+        {
+            let mut response = (
+                status,
+                [(header::CACHE_CONTROL, "no-store")],
+                Json(OAuthErrorBody {
+                    error: code,
+                    error_description: description,
+                }),
+            )
+                .into_response();
+            if let Some(c) = challenge.and_then(|c| HeaderValue::from_str(&c).ok()) {
+                response.headers_mut().insert(header::WWW_AUTHENTICATE, c);
+            }
+            response.extensions_mut().insert(ErrorCode(code));
+            return response;
+        }
         let (message, details, retry_after) = match self {
             ApiError::Validation(details) => {
                 let message = match details.as_slice() {
@@ -131,6 +224,7 @@ impl IntoResponse for ApiError {
                 message,
                 retry_after,
             } => (message, Vec::new(), Some(retry_after)),
+            ApiError::OAuth { description, .. } => (description, Vec::new(), None),
             ApiError::Internal(e) => {
                 tracing::error!(error = %plantd_model::error_chain(e.as_ref()), "internal error");
                 (

@@ -6,10 +6,13 @@
 //! errors in one place. [`serve`] runs it with the application's workers until shutdown.
 
 pub mod audit_record;
+pub mod csrf;
 pub mod envelope;
 pub mod error;
 pub mod extract;
+pub mod oauth_server;
 pub mod openapi;
+pub mod pages;
 pub mod pipeline;
 pub mod rendered;
 pub mod router;
@@ -34,6 +37,14 @@ pub async fn serve(
     config: AppConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let mut config = config;
+    if config.public_url.is_none() {
+        let mut addr = listener.local_addr()?;
+        if addr.ip().is_unspecified() {
+            addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
+        config.public_url = Some(format!("http://{addr}"));
+    }
     let app = App::new(store, config);
     let workers = app.start().await;
     let result = axum::serve(

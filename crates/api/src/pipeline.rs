@@ -6,14 +6,15 @@ use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use plantd_app::Caller;
 use plantd_app::rate_limit::{Bucket, Decision, Window, WindowState, request_windows};
+use plantd_app::{Caller, Credential};
 use plantd_model::Timestamp;
 use plantd_model::scope::allows;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use crate::audit_record::{AuditCommitted, AuditResource, RequestFacts, audit_record};
+use crate::csrf;
 use crate::error::{ApiError, ErrorCode};
 use crate::routing::{Access, Policy};
 use crate::state::AppState;
@@ -67,6 +68,7 @@ pub async fn pipeline(
     let (caller, rate_state, mut refusal) = admit(
         &state,
         &policy,
+        &method,
         &endpoint,
         req.headers(),
         query_token.as_deref(),
@@ -107,7 +109,7 @@ pub async fn pipeline(
         state
             .app
             .usage()
-            .record(&c.key_id, &c.org_id, &endpoint, now);
+            .record(&c.counter_id(), &c.org_id, &endpoint, now);
     }
     if is_mutation(&method) && response.extensions().get::<AuditCommitted>().is_none() {
         let resource_id = response
@@ -149,9 +151,11 @@ pub async fn pipeline(
 
 /// Authentication, rate limit and scope check. Returns the caller (when authenticated), the
 /// window the headers describe, and the refusal if the request may not proceed.
+#[allow(clippy::too_many_arguments)]
 async fn admit(
     state: &AppState,
     policy: &Policy,
+    method: &axum::http::Method,
     endpoint: &str,
     headers: &HeaderMap,
     query_token: Option<&str>,
@@ -171,10 +175,15 @@ async fn admit(
             return (None, ws, Some(refusal.unwrap_or(err)));
         }
     };
+    let counter = caller.counter_id();
     let mut buckets = vec![
         Bucket {
-            name: format!("key:{}", caller.key_id),
-            label: "API key",
+            name: format!("key:{counter}"),
+            label: match caller.credential {
+                Credential::ApiKey { .. } => "API key",
+                Credential::AccessToken { .. } if caller.user_id.is_none() => "OAuth client",
+                _ => "user",
+            },
             windows: request_windows(state.app.config().limits.key_requests(caller.tier)),
         },
         Bucket {
@@ -185,7 +194,7 @@ async fn admit(
     ];
     if let Some(l) = policy.endpoint_limit {
         buckets.push(Bucket {
-            name: format!("endpoint:{}:{endpoint}", caller.key_id),
+            name: format!("endpoint:{counter}:{endpoint}"),
             label: "endpoint",
             windows: vec![Window {
                 limit: state.app.config().limits.endpoint(caller.tier, l.limit),
@@ -206,9 +215,20 @@ async fn admit(
     if let Access::Scope(required) = policy.access
         && !allows(&caller.scopes, required)
     {
-        let err = ApiError::Authorization(format!(
-            "this API key lacks the '{required}' scope this operation needs"
-        ));
+        let err = match caller.credential {
+            Credential::AccessToken { .. } => ApiError::insufficient_scope(required.as_str()),
+            Credential::Session { .. } => ApiError::Authorization(format!(
+                "your role does not grant the '{required}' scope this operation needs"
+            )),
+            Credential::ApiKey { .. } => ApiError::Authorization(format!(
+                "this API key lacks the '{required}' scope this operation needs"
+            )),
+        };
+        return (Some(caller), ws, Some(err));
+    }
+    if caller.by_cookie() && is_mutation(method) && !csrf::same_origin(headers, state.app.issuer())
+    {
+        let err = ApiError::Authorization(csrf::REFUSAL.into());
         return (Some(caller), ws, Some(err));
     }
     (Some(caller), ws, None)
@@ -245,7 +265,9 @@ fn rate_limited(scope: &str, retry_after: u64) -> ApiError {
     }
 }
 
-/// The caller of a `Bearer` token (or the query token where the route allows it).
+/// The caller of the request's credentials: the `Authorization: Bearer` token (an API key, a
+/// session token or an OAuth access token), else the query token where the route allows it,
+/// else the session cookie.
 async fn authenticate(
     state: &AppState,
     headers: &HeaderMap,
@@ -263,17 +285,26 @@ async fn authenticate(
                 .filter(|t| !t.is_empty())
                 .ok_or_else(|| {
                     ApiError::Authentication(
-                        "the Authorization header must be 'Bearer <API_KEY>'".into(),
+                        "the Authorization header must be 'Bearer <API_KEY>' (or an access or session token)".into(),
                     )
                 })?
         }
         (None, Some(token)) => token,
         (None, None) => {
-            return Err(ApiError::Authentication(
-                "missing Authorization header; send 'Authorization: Bearer <API_KEY>'".into(),
-            ));
+            return match csrf::session_cookie(headers) {
+                Some(token) => Ok(state.app.session_caller(&token, true, now).await?),
+                None => Err(ApiError::Authentication(
+                    "missing Authorization header; send 'Authorization: Bearer <API_KEY>'".into(),
+                )),
+            };
         }
     };
+    if plantd_auth::jwt::looks_like_jwt(token) {
+        return Ok(state.app.access_token_caller(token).await?);
+    }
+    if token.starts_with(plantd_auth::SESSION_PREFIX) {
+        return Ok(state.app.session_caller(token, false, now).await?);
+    }
     Ok(state.app.authenticate(token, now).await?)
 }
 

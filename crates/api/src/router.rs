@@ -1,6 +1,6 @@
 //! The axum router, built from the route declarations: each route with its pipeline layer
-//! (its own policy) and body limit, the OpenAPI document, the 404/405 fallbacks, the default
-//! body limit and the panic catcher.
+//! (its own policy) and body limit, the OAuth endpoints and pages at the root, the OpenAPI
+//! document, the 404/405 fallbacks, the default body limit and the panic catcher.
 
 use axum::Router;
 use axum::extract::{ConnectInfo, DefaultBodyLimit, Request, State};
@@ -37,6 +37,7 @@ pub fn build(app: App) -> Router {
         router = router.route(&r.path, handler);
     }
     router
+        .merge(crate::oauth_server::router(state.clone()))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

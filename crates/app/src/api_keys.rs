@@ -8,7 +8,7 @@ use plantd_model::{Scope, Tier, Timestamp};
 use serde::Deserialize;
 
 use crate::app::App;
-use crate::caller::Caller;
+use crate::caller::{Caller, Credential};
 use crate::error::{AppError, AppResult};
 
 /// Largest name of a key.
@@ -54,7 +54,7 @@ impl App {
         };
         match key.status(now) {
             ApiKeyStatus::Active => Ok(Caller {
-                key_id: key.id,
+                credential: Credential::ApiKey { id: key.id },
                 org_id: key.org_id,
                 user_id: key.user_id,
                 scopes: key.scopes,

@@ -4,7 +4,7 @@
 //! - the configuration;
 //! - the rate limiter: request windows of the API and point windows of telemetry intake count
 //!   in one place, so that usage reads what limits enforce;
-//! - the key cache, the usage counter and the worker board: authentication, request counts and
+//! - the key cache, the signing keys, the usage counter and the worker board: authentication, request counts and
 //!   worker status outlive any one request;
 //! - the event bus and the alert engine: intake publishes and evaluates, the live stream and
 //!   the delivery worker subscribe.
@@ -18,6 +18,7 @@ use crate::alert_engine::AlertEngine;
 use crate::config::AppConfig;
 use crate::events::EventBus;
 use crate::key_cache::KeyCache;
+use crate::key_ring::KeyRing;
 use crate::rate_limit::RateLimiter;
 use crate::usage::RequestCounter;
 use crate::worker_board::WorkerBoard;
@@ -33,6 +34,7 @@ struct Inner {
     config: AppConfig,
     limiter: RateLimiter,
     keys: KeyCache,
+    key_ring: KeyRing,
     usage: RequestCounter,
     workers: WorkerBoard,
     events: EventBus,
@@ -49,6 +51,7 @@ impl App {
                 config,
                 limiter: RateLimiter::new(),
                 keys: KeyCache::default(),
+                key_ring: KeyRing::default(),
                 usage: RequestCounter::default(),
                 workers: WorkerBoard::default(),
                 events: EventBus::default(),
@@ -99,6 +102,10 @@ impl App {
 
     pub(crate) fn keys(&self) -> &KeyCache {
         &self.inner.keys
+    }
+
+    pub(crate) fn key_ring(&self) -> &KeyRing {
+        &self.inner.key_ring
     }
 
     pub(crate) fn workers(&self) -> &WorkerBoard {

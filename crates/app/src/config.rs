@@ -22,6 +22,13 @@ pub struct AppConfig {
     /// The SMTP relay for alert emails (`[smtp]`); without it email notifications fail with a
     /// message saying so.
     pub smtp: Option<plantd_alerts::channels::SmtpConfig>,
+    /// The server's public origin (`https://plant.example.com`): the issuer and audience of
+    /// access tokens and the base of links in emails. `plantd_api::serve` sets
+    /// `http://<listen address>` when it is not configured.
+    pub public_url: Option<String>,
+    /// Failed logins allowed per account, and per client address, in 15 minutes.
+    pub login_failures_per_account: u64,
+    pub login_failures_per_client: u64,
 }
 
 impl Default for AppConfig {
@@ -35,6 +42,9 @@ impl Default for AppConfig {
             retention_interval: Duration::from_secs(3600),
             connectors_pki_dir: std::env::temp_dir().join("plantd-pki-connectors"),
             smtp: None,
+            public_url: None,
+            login_failures_per_account: 10,
+            login_failures_per_client: 50,
         }
     }
 }

@@ -14,6 +14,12 @@ pub enum AppError {
     /// The caller presented no usable credentials.
     #[error("{0}")]
     Unauthenticated(String),
+    /// A bearer access token is invalid, expired or revoked (answered in the OAuth shape).
+    #[error("{0}")]
+    InvalidToken(String),
+    /// An OAuth endpoint refuses the request (RFC 6749 5.2, 7009, 7662).
+    #[error("{0}")]
+    OAuth(#[from] crate::oauth_error::OAuthError),
     /// The caller may not do this.
     #[error("{0}")]
     Forbidden(String),

@@ -4,6 +4,7 @@
 //! worker with its webhook, email and Slack sending, retention and usage). It knows no HTTP: the
 //! API, the command line and tests call it alike. This file only declares and re-exports.
 
+pub mod accounts;
 mod alert_engine;
 pub mod alerts;
 pub mod api_keys;
@@ -17,10 +18,16 @@ mod deliveries;
 mod error;
 pub mod events;
 mod key_cache;
+mod key_ring;
 pub mod notifications;
+pub mod oauth;
+pub mod oauth_apps;
+mod oauth_error;
 pub mod operator;
 pub mod orgs;
 pub mod rate_limit;
+pub mod sessions;
+mod signing;
 pub mod system;
 pub mod telemetry;
 #[cfg(test)]
@@ -32,9 +39,10 @@ mod worker_board;
 mod workers;
 
 pub use app::App;
-pub use caller::Caller;
+pub use caller::{Caller, Credential};
 pub use config::AppConfig;
 pub use error::{AppError, AppResult};
+pub use oauth_error::OAuthError;
 pub use usage::RequestCounter;
 pub use worker_board::WorkerState;
 pub use workers::Workers;

@@ -3,7 +3,7 @@
 //! without a running [`App`](crate::App).
 
 use plantd_model::org::{MemberStatus, Organization, Role};
-use plantd_model::validation::{MIN_PASSWORD_LEN, Validator, describe};
+use plantd_model::validation::{Validator, describe};
 use plantd_model::{Scope, Tier, Timestamp};
 use plantd_store::{NewApiKey, NewUser, Store, StoreError};
 
@@ -92,11 +92,9 @@ pub async fn create_user(
     let org = resolve_org(store, org).await?;
     let mut v = Validator::new();
     v.email("email", email.trim());
-    v.check(
-        password.chars().count() >= MIN_PASSWORD_LEN,
-        "password",
-        format!("must have at least {MIN_PASSWORD_LEN} characters"),
-    );
+    if let Some(problem) = plantd_auth::password_problem(password, email.trim()) {
+        v.add("password", problem);
+    }
     invalid(v)?;
     let hash = hash_password(password)
         .await
@@ -127,10 +125,26 @@ pub async fn create_user(
         .add_member(&org.id, &user.id, role, MemberStatus::Active)
         .await
     {
-        Ok(_) | Err(StoreError::Conflict(_)) => {}
+        Ok(_) => {}
+        // Already a member (an invitation): the operator's word makes them active.
+        Err(StoreError::Conflict(_)) => {
+            store.activate_member(&org.id, &user.id).await?;
+        }
         Err(e) => return Err(e.into()),
     }
     Ok(user.id)
+}
+
+/// Adds a new signing key for access tokens and prints its id; every node signs with it within
+/// a minute, and tokens signed by the old key stay valid until they expire (the old key stays
+/// in the JWKS meanwhile).
+pub async fn rotate_signing_key(store: &Store) -> Result<String, OperatorError> {
+    let pem = crate::signing::generate_pem()
+        .await
+        .map_err(|e| OperatorError::Invalid(plantd_model::error_chain(&e)))?;
+    let kid = plantd_model::new_id();
+    store.add_signing_key(&kid, &pem).await?;
+    Ok(kid)
 }
 
 /// The login created on first start.

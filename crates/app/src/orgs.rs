@@ -10,6 +10,7 @@ use plantd_store::NewUser;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::accounts::InvitationDelivery;
 use crate::app::App;
 use crate::caller::Caller;
 use crate::error::{AppError, AppResult};
@@ -39,6 +40,14 @@ pub struct Invitation {
     pub role: Option<Role>,
     /// Display name for a person new to plantd (default: the part of the email before `@`).
     pub name: Option<String>,
+}
+
+/// The answer of an invitation: the member (state `invited`) and what became of the email.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct InvitedMember {
+    #[serde(flatten)]
+    pub member: Member,
+    pub invitation: InvitationDelivery,
 }
 
 /// Usage against the tier's limits, each for the period it names.
@@ -98,26 +107,30 @@ impl App {
         Ok(self.store().members(org_id, page).await?)
     }
 
-    /// Invites a person by email. Someone new to plantd gets an account in state `invited`
-    /// until a password is set for it; an existing user joins at once (`active`).
-    pub async fn invite_member(&self, org_id: &str, invitation: Invitation) -> AppResult<Member> {
+    /// Invites a person by email: the membership is `invited` until they accept the link
+    /// emailed to them (a person new to plantd gets an account without a password until then).
+    /// Only an owner may invite an owner.
+    pub async fn invite_member(
+        &self,
+        caller: &Caller,
+        invitation: Invitation,
+    ) -> AppResult<InvitedMember> {
+        let org_id = &caller.org_id;
         let mut v = Validator::new();
         v.email("email", invitation.email.trim());
         if let Some(name) = &invitation.name {
             v.text("name", name, 200);
         }
         v.finish()?;
+        let role = invitation.role.unwrap_or(Role::Member);
+        if role == Role::Owner && !self.is_owner(caller).await? {
+            return Err(AppError::Forbidden(
+                "only an owner of the organization may invite an owner".into(),
+            ));
+        }
         let email = invitation.email.trim().to_lowercase();
-        let (user, status) = match self.store().user_by_email(&email).await? {
-            Some(user) => {
-                let has_password = self.store().password_hash(&user.id).await?.is_some();
-                let status = if has_password {
-                    MemberStatus::Active
-                } else {
-                    MemberStatus::Invited
-                };
-                (user, status)
-            }
+        let user = match self.store().user_by_email(&email).await? {
+            Some(user) => user,
             None => {
                 let default_name = email.split('@').next().unwrap_or_default().to_string();
                 let name = invitation
@@ -125,22 +138,39 @@ impl App {
                     .as_deref()
                     .map(str::trim)
                     .unwrap_or(&default_name);
-                let user = self
-                    .store()
+                self.store()
                     .create_user(NewUser {
                         email: &email,
                         name,
                         password_hash: None,
                     })
-                    .await?;
-                (user, MemberStatus::Invited)
+                    .await?
             }
         };
-        let role = invitation.role.unwrap_or(Role::Member);
+        let member = self
+            .store()
+            .add_member(org_id, &user.id, role, MemberStatus::Invited)
+            .await?;
+        let org = self.store().org(org_id).await?;
+        let delivery = self
+            .send_invitation(org_id, &org.name, &member, role, caller.user_id.as_deref())
+            .await?;
+        Ok(InvitedMember {
+            member,
+            invitation: delivery,
+        })
+    }
+
+    /// Whether the caller's user owns the caller's organization.
+    pub(crate) async fn is_owner(&self, caller: &Caller) -> AppResult<bool> {
+        let Some(user) = caller.user_id.as_deref() else {
+            return Ok(false);
+        };
         Ok(self
             .store()
-            .add_member(org_id, &user.id, role, status)
-            .await?)
+            .member(&caller.org_id, user)
+            .await
+            .is_ok_and(|m| m.role == Role::Owner))
     }
 
     /// Removes a member (the user id). The last owner cannot be removed (a conflict).
@@ -160,7 +190,7 @@ impl App {
         let org = &caller.org_id;
         let key_requests = self
             .store()
-            .requests_on(org, Some(&caller.key_id), &day)
+            .requests_on(org, Some(&caller.counter_id()), &day)
             .await?;
         let org_requests = self.store().requests_on(org, None, &day).await?;
         let points = self.limiter().current(&points_bucket(org), 3_600, secs);

@@ -1,7 +1,7 @@
 //! The user an API key acts for (SPEC 4.9): profile and password.
 
 use plantd_model::org::{Role, User};
-use plantd_model::validation::{MIN_PASSWORD_LEN, Validator};
+use plantd_model::validation::Validator;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -45,7 +45,7 @@ pub(crate) async fn hash_password(password: &str) -> AppResult<String> {
         .map_err(|e| AppError::internal("cannot hash the password", e))
 }
 
-async fn verify_password(given: &str, stored: &str) -> AppResult<bool> {
+pub(crate) async fn verify_password(given: &str, stored: &str) -> AppResult<bool> {
     let (given, stored) = (given.to_string(), stored.to_string());
     tokio::task::spawn_blocking(move || plantd_auth::verify_password(&given, &stored))
         .await
@@ -95,20 +95,14 @@ impl App {
         Ok((user, role))
     }
 
-    /// Changes the password; the current one must be given (unless none is set yet).
+    /// Changes the password; the current one must be given (unless none is set yet). Every
+    /// other session of the user ends.
     pub async fn change_password(&self, caller: &Caller, change: PasswordChange) -> AppResult<()> {
         let (user, _) = self.me(caller).await?;
         let mut v = Validator::new();
-        v.check(
-            change.new_password.chars().count() >= MIN_PASSWORD_LEN,
-            "new_password",
-            format!("must have at least {MIN_PASSWORD_LEN} characters"),
-        );
-        v.check(
-            change.new_password.len() <= 1024,
-            "new_password",
-            "must have at most 1024 bytes",
-        );
+        if let Some(problem) = plantd_auth::password_problem(&change.new_password, &user.email) {
+            v.add("new_password", problem);
+        }
         if let Some(stored) = self.store().password_hash(&user.id).await? {
             match &change.current_password {
                 None => v.add("current_password", "is required"),
@@ -121,6 +115,10 @@ impl App {
         v.finish()?;
         let hash = hash_password(&change.new_password).await?;
         self.store().set_password(&user.id, &hash).await?;
+        // Whoever else was signed in as this user is signed out.
+        self.store()
+            .delete_user_sessions(&user.id, caller.session_id())
+            .await?;
         Ok(())
     }
 }

@@ -75,7 +75,8 @@ async fn usage_flusher(app: App, mut stop: watch::Receiver<bool>) {
 
 const RETENTION_WORKER: &str = "telemetry_retention";
 
-/// Deletes telemetry past each level's retention, at start and then every interval.
+/// Deletes telemetry past each level's retention, and ended sessions and expired tokens, at
+/// start and then every interval.
 async fn retention_worker(app: App, mut stop: watch::Receiver<bool>) {
     app.workers().register(RETENTION_WORKER);
     let mut tick = tokio::time::interval(app.config().retention_interval);
@@ -84,6 +85,9 @@ async fn retention_worker(app: App, mut stop: watch::Receiver<bool>) {
         tokio::select! {
             _ = tick.tick() => {}
             _ = stop.changed() => return,
+        }
+        if let Err(e) = app.delete_expired_identity().await {
+            tracing::warn!(error = %plantd_model::error_chain(&e), "could not drop ended sessions and expired tokens; retrying at the next interval");
         }
         let result = app.tsdb().enforce_retention(Timestamp::now()).await;
         match &result {

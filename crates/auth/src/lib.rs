@@ -1,5 +1,11 @@
-//! Secrets: API key generation and hashing (SHA-256 of a 256-bit random secret) and user
-//! passwords (Argon2id, PHC strings).
+//! Secrets: API keys and other opaque tokens (a recognisable prefix and 256 random bits, stored
+//! as SHA-256), user passwords (Argon2id PHC strings, and the rules a new one must meet), PKCE,
+//! and RS256 access tokens ([`jwt`]).
+
+pub mod jwt;
+mod password_rules;
+
+pub use password_rules::{MAX_PASSWORD_BYTES, MIN_PASSWORD_CHARS, password_problem};
 
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHasher, PasswordVerifier, phc::PasswordHash};
@@ -25,17 +31,48 @@ pub struct NewKeySecret {
 }
 
 pub fn generate_key() -> NewKeySecret {
+    generate_secret(KEY_PREFIX)
+}
+
+/// Prefixes of the other opaque secrets, so that a leaked one is recognised for what it is.
+pub const SESSION_PREFIX: &str = "pds_";
+pub const REFRESH_PREFIX: &str = "pdr_";
+pub const CODE_PREFIX: &str = "pdc_";
+pub const CLIENT_SECRET_PREFIX: &str = "pdcs_";
+pub const INVITATION_PREFIX: &str = "pdi_";
+pub const RESET_PREFIX: &str = "pdp_";
+
+/// A random secret: `prefix` and 43 base62 characters (about 256 bits), with its hash.
+pub fn generate_secret(prefix: &str) -> NewKeySecret {
     let random: String = rand::rng()
         .sample_iter(&Alphanumeric)
         .take(RANDOM_LEN)
         .map(char::from)
         .collect();
-    let secret = format!("{KEY_PREFIX}{random}");
+    let secret = format!("{prefix}{random}");
     NewKeySecret {
         hash: hash_key(&secret),
-        display_prefix: secret[..DISPLAY_PREFIX_LEN].to_string(),
+        display_prefix: secret[..prefix.len() + 8].to_string(),
         secret,
     }
+}
+
+/// Whether a PKCE `code_verifier` (RFC 7636: 43 to 128 unreserved characters) matches the
+/// S256 `code_challenge`: base64url(SHA-256(verifier)) without padding.
+pub fn pkce_matches(verifier: &str, challenge: &str) -> bool {
+    use base64::Engine;
+    let well_formed = (43..=128).contains(&verifier.len())
+        && verifier
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b));
+    let computed = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(Sha256::digest(verifier.as_bytes()));
+    well_formed && equal_in_constant_time(computed.as_bytes(), challenge.as_bytes())
+}
+
+/// Compares two secrets (or their hashes) without leaking, by timing, where they differ.
+pub fn equal_in_constant_time(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// The stored form of a key secret. A fast hash is right here: the secret has 256 bits of
@@ -93,6 +130,22 @@ mod tests {
         assert_eq!(a.hash.len(), 64);
         assert!(a.secret.starts_with(&a.display_prefix));
         assert!(!looks_like_key("eyJhbGciOi.x.y"));
+        let s = generate_secret(SESSION_PREFIX);
+        assert!(s.secret.starts_with("pds_") && s.secret.len() == 47);
+        assert_eq!(s.display_prefix.len(), 12);
+    }
+
+    #[test]
+    fn pkce_s256_as_in_rfc_7636_appendix_b() {
+        let verifier = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
+        let challenge = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM";
+        assert!(pkce_matches(verifier, challenge));
+        assert!(!pkce_matches(
+            verifier,
+            "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cN"
+        ));
+        assert!(!pkce_matches("short", challenge));
+        assert!(!pkce_matches(verifier, verifier), "plain is not S256");
     }
 
     #[test]

@@ -51,11 +51,13 @@ pub enum AuditCategory {
     Organization,
     Members,
     Users,
+    Sessions,
+    OAuth,
     Audit,
 }
 
 impl AuditCategory {
-    pub const ALL: [AuditCategory; 11] = [
+    pub const ALL: [AuditCategory; 13] = [
         AuditCategory::System,
         AuditCategory::DataSources,
         AuditCategory::Alerts,
@@ -66,6 +68,8 @@ impl AuditCategory {
         AuditCategory::Organization,
         AuditCategory::Members,
         AuditCategory::Users,
+        AuditCategory::Sessions,
+        AuditCategory::OAuth,
         AuditCategory::Audit,
     ];
 
@@ -81,6 +85,8 @@ impl AuditCategory {
             AuditCategory::Organization => "organization",
             AuditCategory::Members => "members",
             AuditCategory::Users => "users",
+            AuditCategory::Sessions => "sessions",
+            AuditCategory::OAuth => "oauth",
             AuditCategory::Audit => "audit",
         }
     }
@@ -187,6 +193,25 @@ audit_events! {
     UserRead => "user.read", Users, "user", Info;
     UserUpdate => "user.update", Users, "user", Info;
     UserPasswordChange => "user.password_change", Users, "user", Warning;
+    InvitationAccept => "invitation.accept", Members, "member", Info;
+    PasswordResetRequest => "user.password_reset_request", Users, "user", Info;
+    PasswordResetConfirm => "user.password_reset", Users, "user", Warning;
+
+    SessionLogin => "session.login", Sessions, "session", Info;
+    SessionLogout => "session.logout", Sessions, "session", Info;
+    SessionList => "session.list", Sessions, "session", Info;
+    SessionEnd => "session.end", Sessions, "session", Warning;
+
+    OAuthApplicationList => "oauth_application.list", OAuth, "oauth_application", Info;
+    OAuthApplicationCreate => "oauth_application.create", OAuth, "oauth_application", Info;
+    OAuthApplicationRead => "oauth_application.read", OAuth, "oauth_application", Info;
+    OAuthApplicationUpdate => "oauth_application.update", OAuth, "oauth_application", Info;
+    OAuthApplicationDelete => "oauth_application.delete", OAuth, "oauth_application", Warning;
+    OAuthApplicationRotateSecret => "oauth_application.rotate_secret", OAuth, "oauth_application", Warning;
+    OAuthAuthorize => "oauth.authorize", OAuth, "oauth_grant", Info;
+    OAuthToken => "oauth.token", OAuth, "oauth_grant", Info;
+    OAuthRevoke => "oauth.revoke", OAuth, "oauth_grant", Warning;
+    OAuthIntrospect => "oauth.introspect", OAuth, "oauth_grant", Info;
 
     AuditList => "audit.list", Audit, "audit_log", Info;
     AuditRead => "audit.read", Audit, "audit_log", Info;
@@ -209,6 +234,8 @@ impl Severity {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ActorType {
     ApiKey,
+    Session,
+    OAuthToken,
     Anonymous,
 }
 
@@ -216,6 +243,8 @@ impl ActorType {
     pub fn as_str(self) -> &'static str {
         match self {
             ActorType::ApiKey => "api_key",
+            ActorType::Session => "session",
+            ActorType::OAuthToken => "oauth_token",
             ActorType::Anonymous => "anonymous",
         }
     }

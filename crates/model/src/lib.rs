@@ -6,6 +6,7 @@ pub mod audit;
 pub mod data_source;
 pub mod errors;
 pub mod event;
+pub mod identity;
 pub mod org;
 pub mod page;
 pub mod scope;

@@ -113,6 +113,27 @@ pub fn join_list(scopes: &[Scope]) -> String {
         .join(",")
 }
 
+/// Parses an OAuth `scope` parameter (RFC 6749 3.3: space-delimited; may be empty).
+pub fn parse_spaced(text: &str) -> Result<Vec<Scope>, String> {
+    let mut scopes = Vec::new();
+    for part in text.split(' ').filter(|p| !p.is_empty()) {
+        let s: Scope = part.parse()?;
+        if !scopes.contains(&s) {
+            scopes.push(s);
+        }
+    }
+    Ok(scopes)
+}
+
+/// The OAuth form of a scope list: space-delimited.
+pub fn join_spaced(scopes: &[Scope]) -> String {
+    scopes
+        .iter()
+        .map(|s| s.as_str())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -86,9 +86,6 @@ pub fn describe(errors: &[FieldError]) -> String {
         .join("; ")
 }
 
-/// Minimum length of a user password.
-pub const MIN_PASSWORD_LEN: usize = 8;
-
 #[cfg(test)]
 mod tests {
     use super::*;

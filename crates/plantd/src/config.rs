@@ -22,8 +22,11 @@ pub struct FileConfig {
     /// Requests per minute per client address without valid credentials.
     pub anonymous_requests_per_minute: Option<u64>,
     pub telemetry: Option<TelemetryConfig>,
-    /// The SMTP relay of alert emails.
+    /// The SMTP relay of alert, invitation and password-reset emails.
     pub smtp: Option<plantd_alerts::channels::SmtpConfig>,
+    /// The origin clients reach the server at (`https://plant.example.com`): the issuer and
+    /// audience of access tokens, and the base of emailed links. Default: `http://<listen>`.
+    pub public_url: Option<String>,
 }
 
 /// `[telemetry]`: retention per level and how often it is enforced.
@@ -137,6 +140,21 @@ impl ServeConfig {
             retention_interval,
             connectors_pki_dir: storage.data_dir.join("pki-connectors"),
             smtp,
+            public_url: match std::env::var("PLANTD_PUBLIC_URL").ok().or(file.public_url) {
+                Some(url) if !url.trim().is_empty() => {
+                    let url = url.trim().trim_end_matches('/').to_string();
+                    if !(url.starts_with("http://") || url.starts_with("https://"))
+                        || url["https://".len().min(url.len())..].contains('/')
+                    {
+                        bail!(
+                            "public_url '{url}' must be an origin such as https://plant.example.com (no path)"
+                        );
+                    }
+                    Some(url)
+                }
+                _ => None,
+            },
+            ..defaults
         };
         Ok(Self {
             listen,

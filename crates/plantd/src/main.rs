@@ -49,7 +49,7 @@ enum Command {
         #[command(flatten)]
         storage: StorageArgs,
     },
-    /// Manage API keys.
+    /// Manage API keys and the signing keys of access tokens.
     Keys {
         #[command(subcommand)]
         command: KeysCommand,
@@ -87,6 +87,12 @@ enum KeysCommand {
         /// Expiry, RFC 3339.
         #[arg(long, value_parser = parse_time)]
         expires_at: Option<Timestamp>,
+        #[command(flatten)]
+        storage: StorageArgs,
+    },
+    /// Add a new RS256 key for signing access tokens and print its id. The old key stays in
+    /// /.well-known/jwks.json until the last token it signed has expired.
+    RotateSigning {
         #[command(flatten)]
         storage: StorageArgs,
     },
@@ -204,6 +210,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let (_, secret) =
                 operator::create_key(&store, org.as_deref(), &name, &scopes.0, expires_at).await?;
             println!("{secret}");
+            Ok(())
+        }
+        Command::Keys {
+            command: KeysCommand::RotateSigning { storage },
+        } => {
+            let (_, _, store) = open_store(&storage).await?;
+            let kid = operator::rotate_signing_key(&store).await?;
+            println!("{kid}");
             Ok(())
         }
         Command::Orgs {

@@ -13,10 +13,12 @@ mod data_source_cache;
 mod data_sources;
 mod database;
 mod error;
+mod identity;
 mod lease;
 mod migrate;
 mod notifications;
 mod notify;
+mod oauth;
 mod orgs;
 mod sql;
 mod store;
@@ -34,11 +36,13 @@ pub use backend::{Backend, backend_of, sqlite_file, sqlite_url_for};
 pub use data_sources::{ConnectorState, DataSourceUpdate, NewDataSource};
 pub use database::WriteTx;
 pub use error::{Result, StoreError};
+pub use identity::{AccountTokenKind, NewAccountToken, NewSession, UsedAccountToken};
 pub use lease::{CONNECTORS_LEASE, Lease};
 pub use notifications::{
     AlertEvent, NewNotification, Notification, NotificationFilter, NotificationSettings,
 };
 pub use notify::NotifyTarget;
+pub use oauth::{ClientRecord, CodeRecord, GrantRecord, NewApplication, NewCode, RefreshUse};
 pub use orgs::NewUser;
 pub use store::Store;
 pub use webhooks::{AttemptOutcome, Delivery, Webhook};

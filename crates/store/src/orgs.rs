@@ -155,25 +155,39 @@ impl Store {
         Ok(row.try_get("password_hash")?)
     }
 
-    /// Sets a user's password; an invited user becomes an active member everywhere.
+    /// Sets a user's password.
     pub async fn set_password(&self, user_id: &str, password_hash: &str) -> Result<()> {
-        let mut tx = self.begin_write().await?;
+        let _gate = self.write_guard().await;
         let done =
             sqlx::query("UPDATE users SET password_hash = $1, updated_at = $2 WHERE id = $3")
                 .bind(password_hash)
                 .bind(Timestamp::now().millis())
                 .bind(user_id)
-                .execute(&mut *tx)
+                .execute(self.pool())
                 .await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound);
         }
-        sqlx::query("UPDATE memberships SET status = 'active' WHERE user_id = $1")
-            .bind(user_id)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
         Ok(())
+    }
+
+    /// Makes an invited member active (accepting an invitation); not found when the
+    /// membership was withdrawn meanwhile.
+    pub async fn activate_member(&self, org_id: &str, user_id: &str) -> Result<Member> {
+        {
+            let _gate = self.write_guard().await;
+            let done = sqlx::query(
+                "UPDATE memberships SET status = 'active' WHERE org_id = $1 AND user_id = $2",
+            )
+            .bind(org_id)
+            .bind(user_id)
+            .execute(self.pool())
+            .await?;
+            if done.rows_affected() == 0 {
+                return Err(StoreError::NotFound);
+            }
+        }
+        self.member(org_id, user_id).await
     }
 
     pub async fn update_user_name(&self, user_id: &str, name: &str) -> Result<User> {
@@ -278,6 +292,25 @@ impl Store {
             .await?;
         tx.commit().await?;
         Ok(())
+    }
+
+    /// The organizations a user is an active member of, oldest membership first.
+    pub async fn active_memberships(&self, user_id: &str) -> Result<Vec<(String, Role)>> {
+        let rows = sqlx::query(
+            "SELECT org_id, role FROM memberships WHERE user_id = $1 AND status = 'active' ORDER BY joined_at, org_id",
+        )
+        .bind(user_id)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let role: String = r.try_get("role")?;
+                Ok((
+                    r.try_get("org_id")?,
+                    role.parse().map_err(StoreError::Corrupt)?,
+                ))
+            })
+            .collect()
     }
 
     /// The oldest owner of an organization, the user operator-created keys act for.

@@ -3,11 +3,13 @@
 //! `PLANTD_TEST_DATABASE_URL`) and talks HTTP to it; [`ServerProcess`] runs the real binary;
 //! waiting, WebSocket and TLS helpers.
 
+mod mail;
 mod process;
 pub mod stream;
 mod tls;
 mod wait;
 
+pub use mail::SmtpSink;
 pub use plantd_store::testing::{TEST_DATABASE_ENV, fresh_database};
 pub use process::ServerProcess;
 pub use tls::private_ca;
@@ -89,7 +91,7 @@ pub async fn spawn_app_with(config: AppConfig) -> TestApp {
         &store,
         Some(&org.id),
         "owner@example.com",
-        "owner-password",
+        "station-7-valve",
         plantd_model::org::Role::Owner,
     )
     .await
@@ -218,7 +220,7 @@ impl TestApp {
             &self.store,
             Some(&org.id),
             &email,
-            "owner-password",
+            "station-7-valve",
             plantd_model::org::Role::Owner,
         )
         .await

@@ -4,8 +4,10 @@
 mod alerts;
 mod api_keys;
 mod audit;
+mod auth;
 mod data_sources;
 mod notifications;
+mod oauth_apps;
 mod orgs;
 mod stream;
 mod system;
@@ -28,6 +30,8 @@ pub fn all() -> Vec<Route> {
         api_keys::routes(),
         orgs::routes(),
         users::routes(),
+        auth::routes(),
+        oauth_apps::routes(),
         audit::routes(),
     ]
     .into_iter()

@@ -2,7 +2,7 @@
 
 use axum::extract::{Path, State};
 use axum::response::Response;
-use plantd_app::orgs::{Invitation, OrganizationUpdate, Usage};
+use plantd_app::orgs::{Invitation, InvitedMember, OrganizationUpdate, Usage};
 use plantd_model::Scope::Admin;
 use plantd_model::audit::AuditEvent;
 use plantd_model::org::{Member, Organization};
@@ -65,17 +65,18 @@ async fn list_members(
     Ok(list(page, paged, |m| m))
 }
 
-/// Invite a person by email. Someone new to plantd gets an account in state `invited` until a
-/// password is set for it; an existing user joins at once (`active`).
+/// Invite a person by email. The membership is `invited` until they accept the emailed link
+/// (`POST /v1/auth/invitations/accept`); without an `[smtp]` relay the link is in the answer.
+/// Only an owner may invite an owner.
 #[utoipa::path(post, path = "/organizations/current/members/invite", tag = "organizations", request_body = Invitation,
-    responses((status = 201, body = Data<Member>), (status = 409, description = "The person is a member already")))]
+    responses((status = 201, body = Data<InvitedMember>), (status = 409, description = "The person is a member already")))]
 async fn invite_member(
     State(state): State<AppState>,
     caller: Auth,
     ValidJson(body): ValidJson<Invitation>,
 ) -> ApiResult<Response> {
-    let member = state.app.invite_member(&caller.org_id, body).await?;
-    Ok(created(&member.id.clone(), member))
+    let invited = state.app.invite_member(&caller, body).await?;
+    Ok(created(&invited.member.id.clone(), invited))
 }
 
 /// Remove a member (the user id). The last owner cannot be removed (409).

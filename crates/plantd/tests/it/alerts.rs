@@ -459,15 +459,6 @@ async fn webhooks_are_signed_retried_and_logged() {
     );
 }
 
-/// The SMTP server's messages so far (one JSON object per line of its output file).
-fn received_mail(path: &std::path::Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 /// Email through a real SMTP server (python aiosmtpd requiring STARTTLS with a certificate of
 /// this run's own CA, and AUTH; its first answer is a transient 451) and Slack posts to a local
 /// HTTP server (first answer 500): both retried and delivered, with what they say checked;
@@ -484,49 +475,8 @@ async fn email_and_slack_notifications_are_sent_retried_and_logged() {
         eprintln!("skipped: set PLANTD_TEST_PYTHON_SMTP to a python3 with aiosmtpd installed");
         return;
     };
-    let dir = std::env::temp_dir().join(format!(
-        "plantd-smtp-{}-{}",
-        std::process::id(),
-        Timestamp::now().millis()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    plantd_test_support::private_ca(&dir);
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let out = dir.join("mail.jsonl");
-    let script =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/interop/smtp_sink.py");
-    let mut sink = std::process::Command::new(python)
-        .arg(script)
-        .arg(port.to_string())
-        .arg(dir.join("cert.pem"))
-        .arg(dir.join("key.pem"))
-        .args(["plantd", "s3cret-relay"])
-        .arg(&out)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        use std::io::BufRead;
-        let mut line = String::new();
-        std::io::BufReader::new(sink.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(line.trim(), "ready", "the SMTP server did not start");
-    }
-    let smtp = plantd_alerts::channels::SmtpConfig {
-        host: "localhost".into(),
-        port: Some(port),
-        tls: plantd_alerts::channels::SmtpTls::Starttls,
-        username: Some("plantd".into()),
-        password: Some("s3cret-relay".into()),
-        from: "Plant alerts <alerts@plant.example>".into(),
-        ca_file: Some(dir.join("ca.pem")),
-        timeout_secs: Some(10),
-    };
+    let sink = plantd_test_support::SmtpSink::start(&python, true);
+    let smtp = sink.config.clone();
     let app = plantd_test_support::spawn_app_with(plantd_app::AppConfig {
         smtp: Some(smtp),
         ..Default::default()
@@ -636,7 +586,7 @@ async fn email_and_slack_notifications_are_sent_retried_and_logged() {
         !slack["target"].as_str().unwrap().contains("/hook"),
         "the Slack URL's path is not shown: {slack}"
     );
-    let mail = received_mail(&out);
+    let mail = sink.messages();
     assert_eq!(mail.len(), 1, "{mail:?}");
     assert_eq!(mail[0]["mail_from"], "alerts@plant.example");
     assert_eq!(
@@ -691,7 +641,7 @@ async fn email_and_slack_notifications_are_sent_retried_and_logged() {
         l.len() == 2
     })
     .await;
-    let mail = received_mail(&out);
+    let mail = sink.messages();
     assert_eq!(mail.len(), 2);
     assert!(
         mail[1]["data"]
@@ -747,7 +697,7 @@ async fn email_and_slack_notifications_are_sent_retried_and_logged() {
         all.iter().all(|n| n["event"] != "alert.acknowledged"),
         "{all:?}"
     );
-    let mail = received_mail(&out);
+    let mail = sink.messages();
     assert_eq!(mail.len(), 3);
     assert!(
         mail[2]["data"]
@@ -755,9 +705,6 @@ async fn email_and_slack_notifications_are_sent_retried_and_logged() {
             .unwrap()
             .contains("Note:        on it")
     );
-    let _ = sink.kill();
-    let _ = sink.wait();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `POST /v1/alerts`: an alert from outside the rule engine is validated, deduplicated by its

@@ -10,6 +10,8 @@ mod connectors;
 mod conventions;
 mod crash;
 mod data_sources;
+mod identity;
+mod oauth;
 mod orgs_users_audit;
 mod rate_limits;
 mod sim;

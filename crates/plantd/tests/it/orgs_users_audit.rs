@@ -146,7 +146,7 @@ async fn the_keys_user_profile_and_password() {
         .post(
             "/users/me/password",
             k,
-            json!({"current_password": "owner-password", "new_password": "short"}),
+            json!({"current_password": "station-7-valve", "new_password": "short"}),
         )
         .await
         .expect(400);
@@ -154,7 +154,7 @@ async fn the_keys_user_profile_and_password() {
     app.post(
         "/users/me/password",
         k,
-        json!({"current_password": "owner-password", "new_password": "new-password-1"}),
+        json!({"current_password": "station-7-valve", "new_password": "new-password-1"}),
     )
     .await
     .expect(204);

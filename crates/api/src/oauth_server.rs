@@ -1,0 +1,686 @@
+//! The OAuth 2.0 authorization server's endpoints at the server's root, beside `/v1` (SPEC 5.2:
+//! `{auth_url}` is the root): `/oauth/authorize` (login and consent pages), `/oauth/token`,
+//! `/oauth/revoke`, `/oauth/introspect`, `/.well-known/jwks.json`,
+//! `/.well-known/oauth-authorization-server`; and the pages behind the links of invitation
+//! and password-reset emails. Every request counts against the client address's
+//! unauthenticated limit. Errors of the token endpoints use SPEC 7's second shape.
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{ConnectInfo, RawQuery, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{Next, from_fn_with_state};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use plantd_app::accounts::{AcceptInvitation, ResetConfirm, ResetRequest};
+use plantd_app::oauth::{
+    Authorization, AuthorizeQuery, AuthorizeRefusal, OAuthError, TokenQuery, TokenRequest,
+};
+use plantd_app::sessions::{ClientFacts, Login};
+use plantd_app::{App, AppError, Caller};
+use plantd_model::Timestamp;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use std::net::SocketAddr;
+
+use crate::csrf;
+use crate::error::ApiError;
+use crate::pages::{error_page, escape, field, hidden, notice, page};
+use crate::pipeline::{anonymous_admit, set_rate_headers};
+use crate::state::AppState;
+
+/// The root routes.
+pub fn router(state: AppState) -> Router<AppState> {
+    Router::new()
+        .route("/.well-known/jwks.json", get(jwks))
+        .route("/.well-known/oauth-authorization-server", get(metadata))
+        .route("/oauth/authorize", get(authorize_page).post(authorize_form))
+        .route("/oauth/token", post(token))
+        .route("/oauth/revoke", post(revoke))
+        .route("/oauth/introspect", post(introspect))
+        .route(
+            "/invitations/accept",
+            get(invitation_page).post(invitation_form),
+        )
+        .route("/password-reset", get(reset_page).post(reset_form))
+        .layer(from_fn_with_state(state, limit))
+}
+
+fn client_ip(req: &Request) -> Option<String> {
+    req.extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip().to_string())
+}
+
+/// Counts the request against its address's unauthenticated limit.
+async fn limit(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let ip = client_ip(&req);
+    let (ws, refusal) = anonymous_admit(&state, ip.as_deref(), Timestamp::now().unix_seconds());
+    let mut response = match refusal {
+        Some(err) => err.into_response(),
+        None => next.run(req).await,
+    };
+    set_rate_headers(response.headers_mut(), ws);
+    response
+}
+
+async fn jwks(State(state): State<AppState>) -> Response {
+    match state.app.jwks().await {
+        Ok(keys) => (
+            [(header::CACHE_CONTROL, "public, max-age=60")],
+            axum::Json(keys),
+        )
+            .into_response(),
+        Err(e) => ApiError::from(e).into_response(),
+    }
+}
+
+async fn metadata(State(state): State<AppState>) -> Response {
+    axum::Json(state.app.authorization_server_metadata()).into_response()
+}
+
+/// Parses a form body; a body that is not a form is `invalid_request`.
+fn form<T: DeserializeOwned>(headers: &HeaderMap, body: &[u8]) -> Result<T, ApiError> {
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if !ct.starts_with("application/x-www-form-urlencoded") {
+        return Err(oauth(OAuthError::invalid_request(
+            "the body must be application/x-www-form-urlencoded",
+        )));
+    }
+    serde_urlencoded::from_bytes(body).map_err(|e| {
+        oauth(OAuthError::invalid_request(format!(
+            "malformed form parameters (each may appear once): {e}"
+        )))
+    })
+}
+
+fn oauth(e: OAuthError) -> ApiError {
+    ApiError::from(AppError::OAuth(e))
+}
+
+/// `Authorization: Basic` client credentials (RFC 6749 2.3.1: each part form-urlencoded).
+fn basic_credentials(headers: &HeaderMap) -> Result<Option<(String, String)>, ApiError> {
+    use base64::Engine;
+    let Some(value) = headers.get(header::AUTHORIZATION) else {
+        return Ok(None);
+    };
+    let bad = || {
+        oauth(OAuthError::invalid_client(
+            "malformed Basic credentials",
+            true,
+        ))
+    };
+    let text = value.to_str().map_err(|_| bad())?;
+    let Some(encoded) = text
+        .strip_prefix("Basic ")
+        .or_else(|| text.strip_prefix("basic "))
+    else {
+        return Err(oauth(OAuthError::invalid_client(
+            "client authentication must be HTTP Basic or client_secret_post",
+            true,
+        )));
+    };
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .map_err(|_| bad())?;
+    let decoded = String::from_utf8(decoded).map_err(|_| bad())?;
+    let (id, secret) = decoded.split_once(':').ok_or_else(bad)?;
+    let unescape = |s: &str| -> String {
+        form_urlencoded::parse(format!("v={s}").as_bytes())
+            .next()
+            .map(|(_, v)| v.into_owned())
+            .unwrap_or_default()
+    };
+    Ok(Some((unescape(id), unescape(secret))))
+}
+
+fn no_store(mut response: Response) -> Response {
+    let h = response.headers_mut();
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
+    response
+}
+
+async fn token(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    let answer = async {
+        let req: TokenRequest = form(&headers, &body)?;
+        let basic = basic_credentials(&headers)?;
+        Ok::<_, ApiError>(state.app.token(req, basic).await?)
+    };
+    no_store(match answer.await {
+        Ok(t) => axum::Json(t).into_response(),
+        Err(e) => e.into_response(),
+    })
+}
+
+async fn revoke(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    let answer = async {
+        let q: TokenQuery = form(&headers, &body)?;
+        let basic = basic_credentials(&headers)?;
+        state.app.revoke(q, basic).await?;
+        Ok::<_, ApiError>(())
+    };
+    match answer.await {
+        Ok(()) => StatusCode::OK.into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn introspect(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    let answer = async {
+        let q: TokenQuery = form(&headers, &body)?;
+        let basic = basic_credentials(&headers)?;
+        Ok::<_, ApiError>(state.app.introspect(q, basic).await?)
+    };
+    no_store(match answer.await {
+        Ok(v) => axum::Json(v).into_response(),
+        Err(e) => e.into_response(),
+    })
+}
+
+/// The session of the browser's cookie, if current.
+async fn browser_session(app: &App, headers: &HeaderMap) -> Option<Caller> {
+    let token = csrf::session_cookie(headers)?;
+    app.session_caller(&token, true, Timestamp::now())
+        .await
+        .ok()
+}
+
+fn parse_query(raw: Option<&str>) -> Option<AuthorizeQuery> {
+    serde_urlencoded::from_str(raw.unwrap_or_default()).ok()
+}
+
+async fn authorize_page(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    let Some(q) = parse_query(raw.as_deref()) else {
+        return error_page(
+            StatusCode::BAD_REQUEST,
+            "Invalid authorization request",
+            "the request's parameters are malformed or repeated",
+        );
+    };
+    let auth = match state.app.check_authorization(&q).await {
+        Ok(a) => a,
+        Err(refusal) => return refused(refusal),
+    };
+    match browser_session(&state.app, &headers).await {
+        None => login_page(&auth, &q, None, StatusCode::OK),
+        Some(caller) => consent_page(&state.app, &auth, &q, &caller).await,
+    }
+}
+
+fn refused(refusal: AuthorizeRefusal) -> Response {
+    match refusal {
+        AuthorizeRefusal::Page(message) => error_page(
+            StatusCode::BAD_REQUEST,
+            "This sign-in link cannot be used",
+            &message,
+        ),
+        AuthorizeRefusal::Redirect(url) => Redirect::to(&url).into_response(),
+    }
+}
+
+fn carried(q: &AuthorizeQuery) -> String {
+    hidden(&[
+        ("client_id", q.client_id.as_deref()),
+        ("redirect_uri", q.redirect_uri.as_deref()),
+        ("response_type", q.response_type.as_deref()),
+        ("scope", q.scope.as_deref()),
+        ("state", q.state.as_deref()),
+        ("code_challenge", q.code_challenge.as_deref()),
+        ("code_challenge_method", q.code_challenge_method.as_deref()),
+    ])
+}
+
+fn login_page(
+    auth: &Authorization,
+    q: &AuthorizeQuery,
+    error: Option<&str>,
+    status: StatusCode,
+) -> Response {
+    let body = format!(
+        "<h1>Log in to plantd</h1><p><strong>{}</strong> asks to use your plantd account.</p>{}\
+         <form method=\"post\" action=\"/oauth/authorize\">{}{}{}\
+         <input type=\"hidden\" name=\"action\" value=\"login\"><button class=\"primary\" type=\"submit\">Log in</button></form>",
+        escape(&auth.application.name),
+        notice(error),
+        carried(q),
+        field("email", "Email", "email", "username", None),
+        field("password", "Password", "password", "current-password", None),
+    );
+    page(status, "Log in", &body)
+}
+
+fn scope_words(s: plantd_model::Scope) -> &'static str {
+    use plantd_model::Scope::*;
+    match s {
+        ReadAssets => "see data sources, assets and dashboards",
+        WriteAssets => "change data sources, assets and dashboards",
+        ReadTelemetry => "read telemetry",
+        WriteTelemetry => "send telemetry",
+        ReadAlerts => "see alerts and alert rules",
+        WriteAlerts => "acknowledge and resolve alerts, change alert rules",
+        Admin => "administer the organization (members, keys, applications)",
+    }
+}
+
+async fn consent_page(
+    app: &App,
+    auth: &Authorization,
+    q: &AuthorizeQuery,
+    caller: &Caller,
+) -> Response {
+    if caller.org_id != auth.application.organization_id {
+        return error_page(
+            StatusCode::FORBIDDEN,
+            "Application of another organization",
+            "this application belongs to another organization than the one you are signed in to",
+        );
+    }
+    let email = app
+        .me(caller)
+        .await
+        .map(|(u, _)| u.email)
+        .unwrap_or_default();
+    let granted = App::consented_scopes(auth, caller);
+    let withheld: Vec<_> = auth
+        .scopes
+        .iter()
+        .filter(|s| !granted.contains(s))
+        .collect();
+    let items = |list: &mut dyn Iterator<Item = plantd_model::Scope>| -> String {
+        list.map(|s| format!("<li>{} <code>{}</code></li>", escape(scope_words(s)), s))
+            .collect()
+    };
+    let withheld_html = if withheld.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "<p>Your role does not allow, so it will not get:</p><ul>{}</ul>",
+            items(&mut withheld.into_iter().copied())
+        )
+    };
+    let body = format!(
+        "<h1>Allow {} to use plantd?</h1><p>Signed in as <strong>{}</strong>.</p>\
+         <p>It will be able to:</p><ul>{}</ul>{}\
+         <form method=\"post\" action=\"/oauth/authorize\">{}\
+         <button class=\"primary\" type=\"submit\" name=\"action\" value=\"approve\">Allow</button>\
+         <button type=\"submit\" name=\"action\" value=\"deny\">Deny</button></form>",
+        escape(&auth.application.name),
+        escape(&email),
+        items(&mut granted.iter().copied()),
+        withheld_html,
+        carried(q),
+    );
+    page(StatusCode::OK, "Allow access", &body)
+}
+
+#[derive(Deserialize)]
+struct AuthorizeForm {
+    action: Option<String>,
+    email: Option<String>,
+    password: Option<String>,
+    #[serde(flatten)]
+    query: AuthorizeQuery,
+}
+
+async fn authorize_form(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    req: Request,
+) -> Response {
+    let ip = client_ip(&req);
+    let Ok(body) = axum::body::to_bytes(req.into_body(), 64 * 1024).await else {
+        return error_page(
+            StatusCode::BAD_REQUEST,
+            "Invalid form",
+            "the form could not be read",
+        );
+    };
+    let Ok(f) = serde_urlencoded::from_bytes::<AuthorizeForm>(&body) else {
+        return error_page(
+            StatusCode::BAD_REQUEST,
+            "Invalid form",
+            "the form's fields are malformed or repeated",
+        );
+    };
+    if !csrf::same_origin(&headers, state.app.issuer()) {
+        return error_page(StatusCode::FORBIDDEN, "Request refused", csrf::REFUSAL);
+    }
+    let auth = match state.app.check_authorization(&f.query).await {
+        Ok(a) => a,
+        Err(refusal) => return refused(refusal),
+    };
+    let q = &f.query;
+    match f.action.as_deref() {
+        Some("login") => {
+            let login = Login {
+                email: f.email.clone().unwrap_or_default(),
+                password: f.password.clone().unwrap_or_default(),
+                organization_id: Some(auth.application.organization_id.clone()),
+            };
+            let user_agent = headers
+                .get(header::USER_AGENT)
+                .and_then(|v| v.to_str().ok());
+            let client = ClientFacts {
+                client_ip: ip.as_deref(),
+                user_agent,
+            };
+            match state.app.login(login, client).await {
+                Ok(new) => {
+                    let query =
+                        serde_urlencoded::to_string(AuthorizeParams::from(q)).unwrap_or_default();
+                    let mut r = Redirect::to(&format!("/oauth/authorize?{query}")).into_response();
+                    r.headers_mut().insert(
+                        header::SET_COOKIE,
+                        csrf::set_cookie(&new.token, state.app.issuer()),
+                    );
+                    r
+                }
+                Err(e) => {
+                    let status = match &e {
+                        AppError::LimitReached { .. } => StatusCode::TOO_MANY_REQUESTS,
+                        AppError::Invalid(_) => StatusCode::BAD_REQUEST,
+                        AppError::Forbidden(_) => StatusCode::FORBIDDEN,
+                        AppError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
+                        _ => return ApiError::from(e).into_response(),
+                    };
+                    login_page(&auth, q, Some(&e.to_string()), status)
+                }
+            }
+        }
+        Some(action @ ("approve" | "deny")) => {
+            let Some(caller) = browser_session(&state.app, &headers).await else {
+                return login_page(
+                    &auth,
+                    q,
+                    Some("your session has ended; log in again"),
+                    StatusCode::UNAUTHORIZED,
+                );
+            };
+            if action == "deny" {
+                return Redirect::to(
+                    &state
+                        .app
+                        .deny_authorization(&auth, "the user denied the request"),
+                )
+                .into_response();
+            }
+            match state.app.approve_authorization(&auth, &caller).await {
+                Ok(url) => Redirect::to(&url).into_response(),
+                Err(AppError::Forbidden(m)) => {
+                    error_page(StatusCode::FORBIDDEN, "Request refused", &m)
+                }
+                Err(e) => ApiError::from(e).into_response(),
+            }
+        }
+        _ => error_page(
+            StatusCode::BAD_REQUEST,
+            "Invalid form",
+            "the form names no known action",
+        ),
+    }
+}
+
+/// The authorization parameters as a query string again.
+#[derive(serde::Serialize)]
+struct AuthorizeParams<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    client_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    redirect_uri: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_type: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    scope: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    state: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    code_challenge: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    code_challenge_method: Option<&'a str>,
+}
+
+impl<'a> From<&'a AuthorizeQuery> for AuthorizeParams<'a> {
+    fn from(q: &'a AuthorizeQuery) -> Self {
+        Self {
+            client_id: q.client_id.as_deref(),
+            redirect_uri: q.redirect_uri.as_deref(),
+            response_type: q.response_type.as_deref(),
+            scope: q.scope.as_deref(),
+            state: q.state.as_deref(),
+            code_challenge: q.code_challenge.as_deref(),
+            code_challenge_method: q.code_challenge_method.as_deref(),
+        }
+    }
+}
+
+#[derive(Deserialize, Default)]
+struct TokenParam {
+    token: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct AccountForm {
+    token: Option<String>,
+    email: Option<String>,
+    password: Option<String>,
+    name: Option<String>,
+}
+
+/// The message of a refused account form, for the field it names (or the whole form).
+fn form_error(e: AppError) -> Result<(Option<String>, String), ApiError> {
+    match e {
+        AppError::Invalid(details) => {
+            let first = details.into_iter().next();
+            Ok(first.map_or((None, "invalid form".into()), |d| {
+                (Some(d.field), d.message)
+            }))
+        }
+        AppError::Conflict(m) => Ok((None, m)),
+        other => Err(ApiError::from(other)),
+    }
+}
+
+async fn invitation_page(State(state): State<AppState>, RawQuery(raw): RawQuery) -> Response {
+    let token = serde_urlencoded::from_str::<TokenParam>(raw.as_deref().unwrap_or_default())
+        .unwrap_or_default()
+        .token
+        .unwrap_or_default();
+    invitation_form_page(&state.app, &token, None, StatusCode::OK).await
+}
+
+async fn invitation_form_page(
+    app: &App,
+    token: &str,
+    error: Option<(Option<String>, String)>,
+    status: StatusCode,
+) -> Response {
+    let preview = match app.invitation_preview(token).await {
+        Ok(p) => p,
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    let Some((email, org, has_account)) = preview else {
+        return error_page(
+            StatusCode::BAD_REQUEST,
+            "Invitation link not valid",
+            "this invitation link is invalid, has expired or was used already; ask for a new invitation",
+        );
+    };
+    let (field_name, message) = error.map_or((None, None), |(f, m)| (f, Some(m)));
+    let err_for = |name: &str| {
+        (field_name.as_deref() == Some(name))
+            .then_some(message.as_deref())
+            .flatten()
+    };
+    let whole = if field_name.is_none() {
+        message.as_deref()
+    } else {
+        None
+    };
+    let fields = if has_account {
+        field(
+            "password",
+            "Your plantd password",
+            "password",
+            "current-password",
+            err_for("password"),
+        )
+    } else {
+        format!(
+            "{}{}",
+            field("name", "Your name", "text", "name", err_for("name")),
+            field(
+                "password",
+                "Choose a password (at least 12 characters)",
+                "password",
+                "new-password",
+                err_for("password")
+            )
+        )
+    };
+    let body = format!(
+        "<h1>Join {} on plantd</h1><p>Invitation for <strong>{}</strong>.</p>{}\
+         <form method=\"post\" action=\"/invitations/accept\">{}{}<button class=\"primary\" type=\"submit\">Accept invitation</button></form>",
+        escape(&org),
+        escape(&email),
+        notice(whole),
+        hidden(&[("token", Some(token))]),
+        fields
+    );
+    page(status, "Accept invitation", &body)
+}
+
+async fn invitation_form(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let Ok(f) = serde_urlencoded::from_bytes::<AccountForm>(&body) else {
+        return error_page(
+            StatusCode::BAD_REQUEST,
+            "Invalid form",
+            "the form's fields are malformed",
+        );
+    };
+    if !csrf::same_origin(&headers, state.app.issuer()) {
+        return error_page(StatusCode::FORBIDDEN, "Request refused", csrf::REFUSAL);
+    }
+    let token = f.token.unwrap_or_default();
+    let accept = AcceptInvitation {
+        token: token.clone(),
+        password: f.password.unwrap_or_default(),
+        name: f.name.filter(|n| !n.trim().is_empty()),
+    };
+    match state.app.accept_invitation(accept).await {
+        Ok((user, _, _)) => page(
+            StatusCode::OK,
+            "Invitation accepted",
+            &format!(
+                "<h1>Welcome, {}</h1><p>You have joined the organization. Log in with <strong>{}</strong> and your password.</p>",
+                escape(&user.name),
+                escape(&user.email)
+            ),
+        ),
+        Err(e) => match form_error(e) {
+            Ok(err) => {
+                invitation_form_page(&state.app, &token, Some(err), StatusCode::BAD_REQUEST).await
+            }
+            Err(e) => e.into_response(),
+        },
+    }
+}
+
+async fn reset_page(RawQuery(raw): RawQuery) -> Response {
+    let token = serde_urlencoded::from_str::<TokenParam>(raw.as_deref().unwrap_or_default())
+        .unwrap_or_default()
+        .token;
+    reset_form_page(token.as_deref(), None, StatusCode::OK)
+}
+
+fn reset_form_page(
+    token: Option<&str>,
+    error: Option<(Option<String>, String)>,
+    status: StatusCode,
+) -> Response {
+    let (field_name, message) = error.map_or((None, None), |(f, m)| (f, Some(m)));
+    let err_for = |name: &str| {
+        (field_name.as_deref() == Some(name))
+            .then_some(message.as_deref())
+            .flatten()
+    };
+    let whole = if field_name.as_deref().is_none_or(|f| f == "token") {
+        message.as_deref()
+    } else {
+        None
+    };
+    let body = match token {
+        Some(t) => format!(
+            "<h1>Choose a new password</h1>{}<form method=\"post\" action=\"/password-reset\">{}{}\
+             <button class=\"primary\" type=\"submit\">Set password</button></form>",
+            notice(whole),
+            hidden(&[("token", Some(t))]),
+            field(
+                "password",
+                "New password (at least 12 characters)",
+                "password",
+                "new-password",
+                err_for("password")
+            ),
+        ),
+        None => format!(
+            "<h1>Reset your password</h1><p>We will email a link to the address if it has an account.</p>{}\
+             <form method=\"post\" action=\"/password-reset\">{}<button class=\"primary\" type=\"submit\">Send link</button></form>",
+            notice(whole),
+            field("email", "Email", "email", "username", err_for("email")),
+        ),
+    };
+    page(status, "Reset password", &body)
+}
+
+async fn reset_form(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    let Ok(f) = serde_urlencoded::from_bytes::<AccountForm>(&body) else {
+        return error_page(
+            StatusCode::BAD_REQUEST,
+            "Invalid form",
+            "the form's fields are malformed",
+        );
+    };
+    if !csrf::same_origin(&headers, state.app.issuer()) {
+        return error_page(StatusCode::FORBIDDEN, "Request refused", csrf::REFUSAL);
+    }
+    let result = match &f.token {
+        Some(token) => state
+            .app
+            .confirm_password_reset(ResetConfirm {
+                token: token.clone(),
+                password: f.password.clone().unwrap_or_default(),
+            })
+            .await
+            .map(|()| "Your password has been changed and every session of your account has ended. Log in with the new password."),
+        None => state
+            .app
+            .request_password_reset(ResetRequest {
+                email: f.email.clone().unwrap_or_default(),
+            })
+            .await
+            .map(|()| "If the address has a plantd account, a link to reset its password is on its way. It works once, for one hour."),
+    };
+    match result {
+        Ok(message) => page(
+            StatusCode::OK,
+            "Reset password",
+            &format!("<h1>Reset password</h1><p>{}</p>", escape(message)),
+        ),
+        Err(e) => match form_error(e) {
+            Ok(err) => reset_form_page(f.token.as_deref(), Some(err), StatusCode::BAD_REQUEST),
+            Err(e) => e.into_response(),
+        },
+    }
+}

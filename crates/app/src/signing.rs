@@ -1,0 +1,210 @@
+//! The RS256 signing keys of access tokens (SPEC 5.3): kept in the database, so that every
+//! node of a cluster signs and verifies with the same keys; created at first use; rotated by
+//! the operator (`plantd keys rotate-signing`), the old key staying in the JWKS until the last
+//! token it signed has expired. Verifying a token (signature, issuer, audience, expiry, and
+//! whether its grant or the token itself was revoked) makes the access token's [`Caller`].
+
+use plantd_auth::jwt::{AccessClaims, SigningKey};
+use plantd_model::identity::ACCESS_TOKEN_SECS;
+use plantd_model::{Scope, Tier, Timestamp, new_id, scope};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use crate::app::App;
+use crate::caller::{Caller, Credential};
+use crate::error::{AppError, AppResult};
+use crate::key_ring::Standing;
+
+/// How often an unknown `kid` may make a node read the keys again (another node rotated).
+const RELOAD_AFTER: Duration = Duration::from_secs(5);
+/// How long loaded keys are used before they are read again, so that every node signs with
+/// a rotated key within this time.
+const REFRESH_AFTER: Duration = Duration::from_secs(60);
+/// A retired key stays published this long after retirement: a token lifetime, plus the time
+/// nodes may go on signing with it.
+const PUBLISHED_AFTER_RETIREMENT_SECS: i64 = ACCESS_TOKEN_SECS + 2 * 60;
+
+impl App {
+    /// The issuer and audience of access tokens: the server's public origin.
+    pub fn issuer(&self) -> &str {
+        self.config()
+            .public_url
+            .as_deref()
+            .unwrap_or("http://127.0.0.1:8000")
+            .trim_end_matches('/')
+    }
+
+    /// The current keys, loading them (and creating the first) when needed.
+    async fn signing_keys(&self, reload: bool) -> AppResult<Vec<SigningKey>> {
+        {
+            let guard = self.key_ring().keys.read().await;
+            if let Some((keys, at)) = guard.as_ref()
+                && !(reload && at.elapsed() > RELOAD_AFTER)
+                && at.elapsed() < REFRESH_AFTER
+            {
+                return Ok(keys.clone());
+            }
+        }
+        let mut guard = self.key_ring().keys.write().await;
+        let since = Timestamp::from_millis(
+            Timestamp::now().millis() - PUBLISHED_AFTER_RETIREMENT_SECS * 1000,
+        );
+        let mut rows = self.store().signing_keys(since).await?;
+        if rows.is_empty() {
+            let pem = generate_pem().await?;
+            self.store().add_first_signing_key(&new_id(), &pem).await?;
+            rows = self.store().signing_keys(since).await?;
+        }
+        let keys = rows
+            .iter()
+            .map(|(kid, pem, _)| SigningKey::from_pem(kid, pem))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| AppError::internal("a stored signing key is unusable", e))?;
+        *guard = Some((keys.clone(), Instant::now()));
+        Ok(keys)
+    }
+
+    /// The public keys (RFC 7517 set): the signing key and those retired less than a token
+    /// lifetime ago.
+    pub async fn jwks(&self) -> AppResult<serde_json::Value> {
+        let keys = self.signing_keys(false).await?;
+        Ok(serde_json::json!({ "keys": keys.iter().map(SigningKey::jwk).collect::<Vec<_>>() }))
+    }
+
+    /// Signs an access token; returns it with its claims.
+    pub(crate) async fn sign_access_token(
+        &self,
+        subject: &str,
+        org_id: &str,
+        scopes: &[Scope],
+        client_id: &str,
+        grant_id: &str,
+    ) -> AppResult<(String, AccessClaims)> {
+        let keys = self.signing_keys(false).await?;
+        let key = keys
+            .first()
+            .ok_or_else(|| AppError::internal("no signing key", "none stored"))?;
+        let now = Timestamp::now().unix_seconds();
+        let claims = AccessClaims {
+            iss: self.issuer().to_string(),
+            sub: subject.to_string(),
+            aud: self.issuer().to_string(),
+            exp: now + ACCESS_TOKEN_SECS,
+            iat: now,
+            jti: new_id(),
+            org: org_id.to_string(),
+            scope: scope::join_spaced(scopes),
+            client_id: client_id.to_string(),
+            gid: grant_id.to_string(),
+        };
+        let token = key
+            .sign(&claims)
+            .map_err(|e| AppError::internal("cannot sign an access token", e))?;
+        Ok((token, claims))
+    }
+
+    /// The claims of an access token this server signed, if it is valid now (signature, issuer,
+    /// audience, expiry) and neither it nor its grant was revoked.
+    pub(crate) async fn verify_access_token(&self, token: &str) -> AppResult<AccessClaims> {
+        let kid = plantd_auth::jwt::key_id_of(token).map_err(AppError::InvalidToken)?;
+        let mut keys = self.signing_keys(false).await?;
+        if !keys.iter().any(|k| k.kid == kid) {
+            keys = self.signing_keys(true).await?;
+        }
+        let key = keys.iter().find(|k| k.kid == kid).ok_or_else(|| {
+            AppError::InvalidToken("the access token's signing key is unknown or retired".into())
+        })?;
+        let claims = key
+            .verify(token, self.issuer(), self.issuer())
+            .map_err(AppError::InvalidToken)?;
+        Ok(claims)
+    }
+
+    /// Forgets what is cached of tokens (after a revocation on this node, which then takes
+    /// effect at once; other nodes see it within the key cache's time).
+    pub(crate) fn forget_token_states(&self) {
+        self.standing_cache().clear();
+    }
+
+    fn standing_cache(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Standing, Instant)>> {
+        self.key_ring()
+            .standing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether a signed token still stands, and its organization's tier: neither the token
+    /// nor its grant was revoked, its application and organization exist, and a user's token
+    /// stops when the user leaves the organization. Trusted for the key cache's time.
+    async fn standing(&self, claims: &AccessClaims) -> AppResult<Standing> {
+        let ttl = self.config().key_cache_ttl;
+        if let Some((standing, at)) = self.standing_cache().get(&claims.jti).cloned()
+            && at.elapsed() < ttl
+        {
+            return Ok(standing);
+        }
+        let standing = if !self
+            .store()
+            .access_token_stands(&claims.gid, &claims.jti)
+            .await?
+        {
+            Err("the access token has been revoked".to_string())
+        } else {
+            match self.store().org(&claims.org).await {
+                Err(_) => Err("the token's organization no longer exists".to_string()),
+                Ok(org) => {
+                    let left = claims.sub != claims.client_id
+                        && self.store().member(&claims.org, &claims.sub).await.is_err();
+                    if left {
+                        Err("the token's user is no longer a member of its organization".into())
+                    } else {
+                        Ok(org.tier)
+                    }
+                }
+            }
+        };
+        let mut cache = self.standing_cache();
+        if cache.len() > 100_000 {
+            cache.clear();
+        }
+        cache.insert(claims.jti.clone(), (standing.clone(), Instant::now()));
+        Ok(standing)
+    }
+
+    /// The claims of a token that is valid and stands now, with its organization's tier.
+    pub(crate) async fn checked_claims(&self, token: &str) -> AppResult<(AccessClaims, Tier)> {
+        let claims = self.verify_access_token(token).await?;
+        let tier = self
+            .standing(&claims)
+            .await?
+            .map_err(AppError::InvalidToken)?;
+        Ok((claims, tier))
+    }
+
+    /// The caller an access token stands for.
+    pub async fn access_token_caller(&self, token: &str) -> AppResult<Caller> {
+        let (claims, tier) = self.checked_claims(token).await?;
+        let user_id = (claims.sub != claims.client_id).then(|| claims.sub.clone());
+        let scopes = scope::parse_spaced(&claims.scope)
+            .map_err(|e| AppError::InvalidToken(format!("the token's scope is invalid: {e}")))?;
+        Ok(Caller {
+            credential: Credential::AccessToken {
+                client_id: claims.client_id,
+                jti: claims.jti,
+                grant_id: claims.gid,
+                expires_at: Timestamp::from_millis(claims.exp * 1000),
+            },
+            org_id: claims.org,
+            user_id,
+            scopes,
+            tier,
+        })
+    }
+}
+
+pub(crate) async fn generate_pem() -> AppResult<String> {
+    tokio::task::spawn_blocking(plantd_auth::jwt::generate_rsa_pem)
+        .await
+        .map_err(|e| AppError::internal("key generation stopped", e))?
+        .map_err(|e| AppError::internal("cannot create a signing key", e))
+}

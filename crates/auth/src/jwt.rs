@@ -1,0 +1,208 @@
+//! RS256 access tokens (SPEC 5.3, 2.15): RSA signing keys, their public JWKs, signing and
+//! verifying claims. Which keys exist and which one signs is the application's business; this
+//! module only does the cryptography, through `jsonwebtoken` and `rsa`.
+
+use jsonwebtoken::jwk::{Jwk, KeyAlgorithm, PublicKeyUse};
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use rsa::pkcs8::{EncodePrivateKey, LineEnding};
+use serde::{Deserialize, Serialize};
+
+/// Bits of the RSA keys plantd generates.
+pub const RSA_BITS: usize = 2048;
+
+#[derive(Debug, thiserror::Error)]
+pub enum JwtError {
+    #[error("cannot create an RSA key: {0}")]
+    KeyGeneration(String),
+    #[error("the signing key is not usable: {0}")]
+    BadKey(String),
+    #[error("cannot sign the token: {0}")]
+    Signing(String),
+}
+
+/// The claims of a plantd access token.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct AccessClaims {
+    pub iss: String,
+    /// The user id; for client credentials, the client id.
+    pub sub: String,
+    /// The API origin the token is for.
+    pub aud: String,
+    pub exp: i64,
+    pub iat: i64,
+    pub jti: String,
+    /// The organization id.
+    pub org: String,
+    /// Granted scopes, space separated.
+    pub scope: String,
+    /// The OAuth client the token was issued to.
+    pub client_id: String,
+    /// The grant (authorization or refresh family, or client-credentials issue) it belongs to:
+    /// revoking the grant revokes the token.
+    pub gid: String,
+}
+
+/// A new RSA private key as PKCS#8 PEM (slow: run it off the async threads).
+pub fn generate_rsa_pem() -> Result<String, JwtError> {
+    let mut rng = rsa::rand_core::OsRng;
+    let key = rsa::RsaPrivateKey::new(&mut rng, RSA_BITS)
+        .map_err(|e| JwtError::KeyGeneration(e.to_string()))?;
+    key.to_pkcs8_pem(LineEnding::LF)
+        .map(|pem| pem.to_string())
+        .map_err(|e| JwtError::KeyGeneration(e.to_string()))
+}
+
+/// One signing key: its id, the private half for signing and the public half for checking
+/// and for the JWKS.
+#[derive(Clone)]
+pub struct SigningKey {
+    pub kid: String,
+    encoding: EncodingKey,
+    decoding: DecodingKey,
+    jwk: Jwk,
+}
+
+impl std::fmt::Debug for SigningKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SigningKey")
+            .field("kid", &self.kid)
+            .finish()
+    }
+}
+
+impl SigningKey {
+    pub fn from_pem(kid: &str, private_pem: &str) -> Result<Self, JwtError> {
+        let encoding = EncodingKey::from_rsa_pem(private_pem.as_bytes())
+            .map_err(|e| JwtError::BadKey(e.to_string()))?;
+        let mut jwk = Jwk::from_encoding_key(&encoding, Algorithm::RS256)
+            .map_err(|e| JwtError::BadKey(e.to_string()))?;
+        jwk.common.key_id = Some(kid.to_string());
+        jwk.common.public_key_use = Some(PublicKeyUse::Signature);
+        jwk.common.key_algorithm = Some(KeyAlgorithm::RS256);
+        let decoding = DecodingKey::from_jwk(&jwk).map_err(|e| JwtError::BadKey(e.to_string()))?;
+        Ok(Self {
+            kid: kid.to_string(),
+            encoding,
+            decoding,
+            jwk,
+        })
+    }
+
+    /// The public key as a JWK (with `kid`, `use: sig`, `alg: RS256`).
+    pub fn jwk(&self) -> &Jwk {
+        &self.jwk
+    }
+
+    pub fn sign(&self, claims: &AccessClaims) -> Result<String, JwtError> {
+        let mut header = Header::new(Algorithm::RS256);
+        header.kid = Some(self.kid.clone());
+        header.typ = Some("at+jwt".into());
+        jsonwebtoken::encode(&header, claims, &self.encoding)
+            .map_err(|e| JwtError::Signing(e.to_string()))
+    }
+
+    /// The claims of `token` if this key signed it for `issuer` and `audience` and it has not
+    /// expired (no leeway beyond 30 s of clock skew); else why not, in words a client may see.
+    pub fn verify(
+        &self,
+        token: &str,
+        issuer: &str,
+        audience: &str,
+    ) -> Result<AccessClaims, String> {
+        let mut v = Validation::new(Algorithm::RS256);
+        v.leeway = 30;
+        v.set_issuer(&[issuer]);
+        v.set_audience(&[audience]);
+        v.set_required_spec_claims(&["exp", "iat", "iss", "aud", "sub"]);
+        jsonwebtoken::decode::<AccessClaims>(token, &self.decoding, &v)
+            .map(|d| d.claims)
+            .map_err(|e| {
+                use jsonwebtoken::errors::ErrorKind;
+                match e.kind() {
+                    ErrorKind::ExpiredSignature => "the access token has expired".into(),
+                    ErrorKind::InvalidIssuer => {
+                        "the access token was issued by another server".into()
+                    }
+                    ErrorKind::InvalidAudience => "the access token is for another audience".into(),
+                    ErrorKind::InvalidSignature => "the access token's signature is invalid".into(),
+                    _ => format!("the access token is invalid: {e}"),
+                }
+            })
+    }
+}
+
+/// The key id (`kid`) a token's header names, if it is an RS256 JWT at all.
+pub fn key_id_of(token: &str) -> Result<String, String> {
+    let header = jsonwebtoken::decode_header(token)
+        .map_err(|_| "the access token is not a well-formed JWT".to_string())?;
+    if header.alg != Algorithm::RS256 {
+        return Err("access tokens of this server are signed with RS256".into());
+    }
+    header
+        .kid
+        .ok_or_else(|| "the access token names no signing key (kid)".to_string())
+}
+
+/// Whether a bearer token has the shape of a JWT (three base64url parts).
+pub fn looks_like_jwt(token: &str) -> bool {
+    token.split('.').count() == 3 && token.starts_with("eyJ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claims(exp: i64) -> AccessClaims {
+        AccessClaims {
+            iss: "http://127.0.0.1:8000".into(),
+            sub: "user-1".into(),
+            aud: "http://127.0.0.1:8000".into(),
+            exp,
+            iat: 1,
+            jti: "j".into(),
+            org: "org-1".into(),
+            scope: "read:assets".into(),
+            client_id: "c".into(),
+            gid: "g".into(),
+        }
+    }
+
+    #[test]
+    fn signs_verifies_and_refuses() {
+        let key = SigningKey::from_pem("k1", &generate_rsa_pem().unwrap()).unwrap();
+        let other = SigningKey::from_pem("k2", &generate_rsa_pem().unwrap()).unwrap();
+        let far = 4_000_000_000;
+        let token = key.sign(&claims(far)).unwrap();
+        assert!(looks_like_jwt(&token));
+        assert_eq!(key_id_of(&token).unwrap(), "k1");
+        let iss = "http://127.0.0.1:8000";
+        assert_eq!(key.verify(&token, iss, iss).unwrap(), claims(far));
+        assert!(
+            other
+                .verify(&token, iss, iss)
+                .unwrap_err()
+                .contains("signature")
+        );
+        assert!(
+            key.verify(&token, "http://x", iss)
+                .unwrap_err()
+                .contains("another server")
+        );
+        assert!(
+            key.verify(&token, iss, "http://x")
+                .unwrap_err()
+                .contains("audience")
+        );
+        let old = key.sign(&claims(10)).unwrap();
+        assert!(key.verify(&old, iss, iss).unwrap_err().contains("expired"));
+        let mut parts: Vec<String> = token.split('.').map(str::to_string).collect();
+        parts[1] = parts[1].replace('A', "B");
+        assert!(key.verify(&parts.join("."), iss, iss).is_err());
+        let jwk = serde_json::to_value(key.jwk()).unwrap();
+        assert_eq!(jwk["kid"], "k1");
+        assert_eq!(jwk["kty"], "RSA");
+        assert_eq!(jwk["alg"], "RS256");
+        assert_eq!(jwk["use"], "sig");
+        assert!(jwk.get("d").is_none(), "no private part in the JWK");
+    }
+}
