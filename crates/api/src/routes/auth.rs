@@ -7,7 +7,6 @@ use axum::response::{IntoResponse, Response};
 use plantd_app::accounts::{AcceptInvitation, ResetConfirm, ResetRequest};
 use plantd_app::sessions::{ClientFacts, Login};
 use plantd_app::{Caller, Credential};
-use plantd_model::Timestamp;
 use plantd_model::audit::AuditEvent;
 use plantd_model::identity::{Session, role_scopes};
 use plantd_model::org::Role;
@@ -195,13 +194,7 @@ async fn request_reset(
     ValidJson(body): ValidJson<ResetRequest>,
 ) -> ApiResult<Response> {
     state.app.request_password_reset(body).await?;
-    Ok((
-        StatusCode::ACCEPTED,
-        axum::Json(Data {
-            data: serde_json::json!({ "requested_at": Timestamp::now() }),
-        }),
-    )
-        .into_response())
+    Ok(StatusCode::ACCEPTED.into_response())
 }
 
 /// Set a new password with the token of a reset link (single use, 1 hour). Every session of

@@ -1014,3 +1014,52 @@ fn urlencode(s: &str) -> String {
         })
         .collect()
 }
+
+/// Independent clients: python's authlib runs the code flow with PKCE (driving the login and
+/// consent forms), refresh rotation and client credentials; PyJWT's `PyJWKClient` verifies an
+/// access token against the JWKS with `aud`, `iss` and `exp`. Needs `PLANTD_TEST_PYTHON_OAUTH`
+/// (a python3 with authlib, PyJWT, requests and cryptography, set by `.ci/run`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn authlib_and_pyjwt_interoperate() {
+    let Ok(python) = std::env::var("PLANTD_TEST_PYTHON_OAUTH") else {
+        assert!(
+            std::env::var("CI").is_err(),
+            "CI must set PLANTD_TEST_PYTHON_OAUTH"
+        );
+        eprintln!("skipped: set PLANTD_TEST_PYTHON_OAUTH to a python3 with authlib and PyJWT");
+        return;
+    };
+    let app = spawn_app().await;
+    let spa = register(
+        &app,
+        &app.admin_key,
+        "spa",
+        json!(["read:assets", "read:alerts"]),
+    )
+    .await;
+    let web = register(&app, &app.admin_key, "web", json!(["read:assets"])).await;
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/interop/oauth_client.py");
+    let out = tokio::process::Command::new(python)
+        .arg(script)
+        .arg(root(&app))
+        .arg(spa["client_id"].as_str().unwrap())
+        .arg(web["client_id"].as_str().unwrap())
+        .arg(web["client_secret"].as_str().unwrap())
+        .args([OWNER.0, OWNER.1, CALLBACK])
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    for step in [
+        "authorization_code+pkce",
+        "api_with_user_token",
+        "pyjwt_jwks_verification",
+        "refresh_rotation",
+        "client_credentials",
+    ] {
+        assert!(stdout.contains(&format!("ok {step}")), "{step}: {stdout}");
+    }
+}
