@@ -193,7 +193,7 @@ audit_events! {
     UserRead => "user.read", Users, "user", Info;
     UserUpdate => "user.update", Users, "user", Info;
     UserPasswordChange => "user.password_change", Users, "user", Warning;
-    InvitationAccept => "invitation.accept", Members, "member", Info;
+    InvitationAccept => "invitation.accept", Members, "invitation", Info;
     PasswordResetRequest => "user.password_reset_request", Users, "user", Info;
     PasswordResetConfirm => "user.password_reset", Users, "user", Warning;
 
