@@ -137,48 +137,95 @@ fn basic_credentials(headers: &HeaderMap) -> Result<Option<(String, String)>, Ap
     Ok(Some((unescape(id), unescape(secret))))
 }
 
-fn no_store(mut response: Response) -> Response {
+/// A form body of the token, revocation or introspection endpoint with the client's HTTP
+/// Basic credentials, if any; refused in the OAuth shape.
+struct ClientForm<T>(T, Option<(String, String)>);
+
+impl<S: Send + Sync, T: DeserializeOwned> axum::extract::FromRequest<S> for ClientForm<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let headers = req.headers().clone();
+        let body = Bytes::from_request(req, state)
+            .await
+            .map_err(|e| oauth(OAuthError::invalid_request(e.body_text())))?;
+        Ok(ClientForm(
+            form(&headers, &body)?,
+            basic_credentials(&headers)?,
+        ))
+    }
+}
+
+/// The JSON answer, or the refusal, never cached.
+fn no_store_json<T: serde::Serialize>(answer: Result<T, AppError>) -> Response {
+    let mut response = match answer {
+        Ok(body) => axum::Json(body).into_response(),
+        Err(e) => ApiError::from(e).into_response(),
+    };
     let h = response.headers_mut();
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     h.insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
     response
 }
 
-async fn token(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
-    let answer = async {
-        let req: TokenRequest = form(&headers, &body)?;
-        let basic = basic_credentials(&headers)?;
-        Ok::<_, ApiError>(state.app.token(req, basic).await?)
-    };
-    no_store(match answer.await {
-        Ok(t) => axum::Json(t).into_response(),
-        Err(e) => e.into_response(),
-    })
+async fn token(
+    State(state): State<AppState>,
+    ClientForm(req, basic): ClientForm<TokenRequest>,
+) -> Response {
+    no_store_json(state.app.token(req, basic).await)
 }
 
-async fn revoke(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
-    let answer = async {
-        let q: TokenQuery = form(&headers, &body)?;
-        let basic = basic_credentials(&headers)?;
-        state.app.revoke(q, basic).await?;
-        Ok::<_, ApiError>(())
-    };
-    match answer.await {
+async fn revoke(
+    State(state): State<AppState>,
+    ClientForm(q, basic): ClientForm<TokenQuery>,
+) -> Response {
+    match state.app.revoke(q, basic).await {
         Ok(()) => StatusCode::OK.into_response(),
-        Err(e) => e.into_response(),
+        Err(e) => ApiError::from(e).into_response(),
     }
 }
 
-async fn introspect(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
-    let answer = async {
-        let q: TokenQuery = form(&headers, &body)?;
-        let basic = basic_credentials(&headers)?;
-        Ok::<_, ApiError>(state.app.introspect(q, basic).await?)
-    };
-    no_store(match answer.await {
-        Ok(v) => axum::Json(v).into_response(),
-        Err(e) => e.into_response(),
-    })
+async fn introspect(
+    State(state): State<AppState>,
+    ClientForm(q, basic): ClientForm<TokenQuery>,
+) -> Response {
+    no_store_json(state.app.introspect(q, basic).await)
+}
+
+/// The form of one of the pages, posted from the server's own origin: a form that cannot be
+/// read (at most 64 KiB, each field once) is an error page, one posted from elsewhere a refusal
+/// page (CSRF).
+struct PageForm<T> {
+    form: T,
+    client_ip: Option<String>,
+}
+
+impl<T: DeserializeOwned> axum::extract::FromRequest<AppState> for PageForm<T> {
+    type Rejection = Response;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+        let client_ip = client_ip(&req);
+        let same_origin = csrf::same_origin(req.headers(), state.app.issuer());
+        let form = match axum::body::to_bytes(req.into_body(), 64 * 1024).await {
+            Ok(body) => serde_urlencoded::from_bytes::<T>(&body).ok(),
+            Err(_) => None,
+        };
+        let Some(form) = form else {
+            return Err(error_page(
+                StatusCode::BAD_REQUEST,
+                "Invalid form",
+                "the form could not be read, or its fields are malformed or repeated",
+            ));
+        };
+        if !same_origin {
+            return Err(error_page(
+                StatusCode::FORBIDDEN,
+                "Request refused",
+                csrf::REFUSAL,
+            ));
+        }
+        Ok(PageForm { form, client_ip })
+    }
 }
 
 /// The session of the browser's cookie, if current.
@@ -226,16 +273,17 @@ fn refused(refusal: AuthorizeRefusal) -> Response {
     }
 }
 
+/// The authorization parameters that were given, as hidden fields of a form.
 fn carried(q: &AuthorizeQuery) -> String {
-    hidden(&[
-        ("client_id", q.client_id.as_deref()),
-        ("redirect_uri", q.redirect_uri.as_deref()),
-        ("response_type", q.response_type.as_deref()),
-        ("scope", q.scope.as_deref()),
-        ("state", q.state.as_deref()),
-        ("code_challenge", q.code_challenge.as_deref()),
-        ("code_challenge_method", q.code_challenge_method.as_deref()),
-    ])
+    let query = serde_urlencoded::to_string(q).unwrap_or_default();
+    let pairs: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes())
+        .into_owned()
+        .collect();
+    let refs: Vec<(&str, Option<&str>)> = pairs
+        .iter()
+        .map(|(k, v)| (k.as_str(), Some(v.as_str())))
+        .collect();
+    hidden(&refs)
 }
 
 fn login_page(
@@ -333,26 +381,11 @@ struct AuthorizeForm {
 async fn authorize_form(
     State(state): State<AppState>,
     headers: HeaderMap,
-    req: Request,
+    PageForm {
+        form: f,
+        client_ip: ip,
+    }: PageForm<AuthorizeForm>,
 ) -> Response {
-    let ip = client_ip(&req);
-    let Ok(body) = axum::body::to_bytes(req.into_body(), 64 * 1024).await else {
-        return error_page(
-            StatusCode::BAD_REQUEST,
-            "Invalid form",
-            "the form could not be read",
-        );
-    };
-    let Ok(f) = serde_urlencoded::from_bytes::<AuthorizeForm>(&body) else {
-        return error_page(
-            StatusCode::BAD_REQUEST,
-            "Invalid form",
-            "the form's fields are malformed or repeated",
-        );
-    };
-    if !csrf::same_origin(&headers, state.app.issuer()) {
-        return error_page(StatusCode::FORBIDDEN, "Request refused", csrf::REFUSAL);
-    }
     let auth = match state.app.check_authorization(&f.query).await {
         Ok(a) => a,
         Err(refusal) => return refused(refusal),
@@ -374,8 +407,7 @@ async fn authorize_form(
             };
             match state.app.login(login, client).await {
                 Ok(new) => {
-                    let query =
-                        serde_urlencoded::to_string(AuthorizeParams::from(q)).unwrap_or_default();
+                    let query = serde_urlencoded::to_string(q).unwrap_or_default();
                     let mut r = Redirect::to(&format!("/oauth/authorize?{query}")).into_response();
                     r.headers_mut().insert(
                         header::SET_COOKIE,
@@ -425,39 +457,6 @@ async fn authorize_form(
             "Invalid form",
             "the form names no known action",
         ),
-    }
-}
-
-/// The authorization parameters as a query string again.
-#[derive(serde::Serialize)]
-struct AuthorizeParams<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    client_id: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    redirect_uri: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    response_type: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    scope: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    state: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    code_challenge: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    code_challenge_method: Option<&'a str>,
-}
-
-impl<'a> From<&'a AuthorizeQuery> for AuthorizeParams<'a> {
-    fn from(q: &'a AuthorizeQuery) -> Self {
-        Self {
-            client_id: q.client_id.as_deref(),
-            redirect_uri: q.redirect_uri.as_deref(),
-            response_type: q.response_type.as_deref(),
-            scope: q.scope.as_deref(),
-            state: q.state.as_deref(),
-            code_challenge: q.code_challenge.as_deref(),
-            code_challenge_method: q.code_challenge_method.as_deref(),
-        }
     }
 }
 
@@ -559,19 +558,8 @@ async fn invitation_form_page(
 
 async fn invitation_form(
     State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Bytes,
+    PageForm { form: f, .. }: PageForm<AccountForm>,
 ) -> Response {
-    let Ok(f) = serde_urlencoded::from_bytes::<AccountForm>(&body) else {
-        return error_page(
-            StatusCode::BAD_REQUEST,
-            "Invalid form",
-            "the form's fields are malformed",
-        );
-    };
-    if !csrf::same_origin(&headers, state.app.issuer()) {
-        return error_page(StatusCode::FORBIDDEN, "Request refused", csrf::REFUSAL);
-    }
     let token = f.token.unwrap_or_default();
     let accept = AcceptInvitation {
         token: token.clone(),
@@ -644,17 +632,10 @@ fn reset_form_page(
     page(status, "Reset password", &body)
 }
 
-async fn reset_form(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
-    let Ok(f) = serde_urlencoded::from_bytes::<AccountForm>(&body) else {
-        return error_page(
-            StatusCode::BAD_REQUEST,
-            "Invalid form",
-            "the form's fields are malformed",
-        );
-    };
-    if !csrf::same_origin(&headers, state.app.issuer()) {
-        return error_page(StatusCode::FORBIDDEN, "Request refused", csrf::REFUSAL);
-    }
+async fn reset_form(
+    State(state): State<AppState>,
+    PageForm { form: f, .. }: PageForm<AccountForm>,
+) -> Response {
     let result = match &f.token {
         Some(token) => state
             .app

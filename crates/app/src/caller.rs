@@ -4,7 +4,7 @@
 //! here and not by the caller's input.
 
 use plantd_model::audit::ActorType;
-use plantd_model::{Scope, Tier, Timestamp};
+use plantd_model::{Scope, Tier};
 
 /// What authenticated a request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -17,12 +17,9 @@ pub enum Credential {
         id: String,
         cookie: bool,
     },
-    /// An OAuth 2.0 access token (JWT).
+    /// An OAuth 2.0 access token (JWT) issued to `client_id`.
     AccessToken {
         client_id: String,
-        jti: String,
-        grant_id: String,
-        expires_at: Timestamp,
     },
 }
 
@@ -70,11 +67,6 @@ impl Caller {
             Credential::Session { .. } => ActorType::Session,
             Credential::AccessToken { .. } => ActorType::OAuthToken,
         }
-    }
-
-    /// Whether refusals use the OAuth bearer shape (`error`, `error_description`, SPEC 7).
-    pub fn is_access_token(&self) -> bool {
-        matches!(self.credential, Credential::AccessToken { .. })
     }
 
     /// The session the request came with, if any.

@@ -20,15 +20,23 @@ pub use crate::oauth_error::OAuthError;
 
 type OAuthResult<T> = Result<T, AppError>;
 
-/// The parameters of `GET /oauth/authorize`.
-#[derive(Clone, Debug, Default, Deserialize)]
+/// The parameters of `GET /oauth/authorize` (serialized again, the given ones only, when the
+/// login and consent forms carry them on).
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
 pub struct AuthorizeQuery {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub client_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub redirect_uri: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub response_type: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub scope: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub code_challenge: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub code_challenge_method: Option<String>,
 }
 
@@ -54,32 +62,14 @@ pub struct Authorization {
 
 /// Appends query parameters to a redirect URI (which may have a query of its own).
 pub fn redirect_with(uri: &str, params: &[(&str, &str)]) -> String {
-    let mut query = form_urlencoded_pairs(params);
-    if query.is_empty() {
+    if params.is_empty() {
         return uri.to_string();
     }
-    query.insert(0, if uri.contains('?') { '&' } else { '?' });
-    format!("{uri}{query}")
-}
-
-fn form_urlencoded_pairs(params: &[(&str, &str)]) -> String {
-    params
-        .iter()
-        .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
-        .collect::<Vec<_>>()
-        .join("&")
-}
-
-fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
+    let query = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(params)
+        .finish();
+    let separator = if uri.contains('?') { '&' } else { '?' };
+    format!("{uri}{separator}{query}")
 }
 
 /// The parameters of `POST /oauth/token` (form encoded).
@@ -93,14 +83,6 @@ pub struct TokenRequest {
     pub code_verifier: Option<String>,
     pub refresh_token: Option<String>,
     pub scope: Option<String>,
-}
-
-/// Client credentials as presented: HTTP Basic (`client_secret_basic`) or form fields.
-#[derive(Clone, Debug, Default)]
-pub struct ClientCredentials {
-    pub basic: Option<(String, String)>,
-    pub client_id: Option<String>,
-    pub client_secret: Option<String>,
 }
 
 /// SPEC 5.2's token response.
@@ -302,33 +284,39 @@ impl App {
         redirect_with(&auth.redirect_uri, &params)
     }
 
-    /// Authenticates the client of a token, revocation or introspection request.
-    async fn authenticate_client(&self, c: &ClientCredentials) -> OAuthResult<ClientRecord> {
-        let basic = c.basic.is_some();
-        if basic && c.client_secret.is_some() {
+    /// Authenticates the client of a token, revocation or introspection request: HTTP Basic
+    /// credentials (`client_secret_basic`) or the form's `client_id` and `client_secret`.
+    async fn authenticate_client(
+        &self,
+        basic_credentials: Option<(String, String)>,
+        form_client_id: &Option<String>,
+        form_secret: &Option<String>,
+    ) -> OAuthResult<ClientRecord> {
+        let basic = basic_credentials.is_some();
+        if basic && form_secret.is_some() {
             return Err(OAuthError::invalid_request(
                 "use one client authentication method: HTTP Basic or client_secret in the body",
             )
             .into());
         }
-        let (client_id, secret) = match &c.basic {
+        let (client_id, secret) = match basic_credentials {
             Some((id, secret)) => {
-                if c.client_id.as_ref().is_some_and(|form| form != id) {
+                if form_client_id.as_ref().is_some_and(|form| *form != id) {
                     return Err(OAuthError::invalid_request(
                         "client_id differs from the Basic credentials",
                     )
                     .into());
                 }
-                (id.clone(), Some(secret.clone()))
+                (id, Some(secret))
             }
             None => (
-                c.client_id.clone().ok_or_else(|| {
+                form_client_id.clone().ok_or_else(|| {
                     OAuthError::invalid_client(
                         "client authentication is required: send client_id",
                         false,
                     )
                 })?,
-                c.client_secret.clone(),
+                form_secret.clone(),
             ),
         };
         let unknown = || OAuthError::invalid_client("unknown client or wrong client secret", basic);
@@ -379,11 +367,7 @@ impl App {
             .into());
         }
         let client = self
-            .authenticate_client(&ClientCredentials {
-                basic,
-                client_id: req.client_id.clone(),
-                client_secret: req.client_secret.clone(),
-            })
+            .authenticate_client(basic, &req.client_id, &req.client_secret)
             .await?;
         match grant_type.as_str() {
             "authorization_code" => self.exchange_code(&client.app, &req).await,
@@ -572,7 +556,7 @@ impl App {
         refresh: bool,
     ) -> OAuthResult<TokenResponse> {
         let subject = grant.user_id.as_deref().unwrap_or(&grant.client_id);
-        let (access_token, _) = self
+        let access_token = self
             .sign_access_token(subject, &grant.org_id, scopes, &grant.client_id, &grant.id)
             .await?;
         let refresh_token = if refresh {
@@ -599,11 +583,7 @@ impl App {
     /// owns it. Unknown tokens are answered the same way (nothing to do).
     pub async fn revoke(&self, q: TokenQuery, basic: Option<(String, String)>) -> OAuthResult<()> {
         let client = self
-            .authenticate_client(&ClientCredentials {
-                basic,
-                client_id: q.client_id.clone(),
-                client_secret: q.client_secret.clone(),
-            })
+            .authenticate_client(basic, &q.client_id, &q.client_secret)
             .await?;
         let token = q
             .token
@@ -638,11 +618,7 @@ impl App {
         basic: Option<(String, String)>,
     ) -> OAuthResult<serde_json::Value> {
         let client = self
-            .authenticate_client(&ClientCredentials {
-                basic,
-                client_id: q.client_id.clone(),
-                client_secret: q.client_secret.clone(),
-            })
+            .authenticate_client(basic, &q.client_id, &q.client_secret)
             .await?;
         if !client.app.application_type.is_confidential() {
             return Err(OAuthError::invalid_client(

@@ -3,11 +3,11 @@
 //! and RFC 8252, the scopes an application may be granted, secret rotation and deletion (which
 //! ends every token issued to it).
 
+use plantd_model::Scope;
 use plantd_model::data_source::parse_url;
 use plantd_model::identity::{ApplicationType, OAuthApplication};
 use plantd_model::page::{Page, Paged};
 use plantd_model::validation::Validator;
-use plantd_model::{Scope, Timestamp};
 use plantd_store::NewApplication;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -261,15 +261,13 @@ impl App {
             )));
         }
         let secret = plantd_auth::generate_secret(plantd_auth::CLIENT_SECRET_PREFIX);
-        self.store()
+        let application = self
+            .store()
             .set_client_secret(org_id, id, &secret.hash)
             .await
             .map_err(AppError::missing("OAuth application"))?;
         Ok(ApplicationWithSecret {
-            application: OAuthApplication {
-                updated_at: Timestamp::now(),
-                ..application
-            },
+            application,
             client_secret: Some(secret.secret),
         })
     }

@@ -83,6 +83,104 @@ pub struct RateLimiter {
     counters: Mutex<HashMap<String, Vec<Counter>>>,
 }
 
+/// The count in the current window of a bucket (0 when none).
+fn used(
+    counters: &HashMap<String, Vec<Counter>>,
+    name: &str,
+    window_secs: i64,
+    now_secs: i64,
+) -> u64 {
+    let start = start_of(now_secs, window_secs);
+    counters
+        .get(name)
+        .and_then(|c| {
+            c.iter()
+                .find(|(len, s, _)| *len == window_secs && *s == start)
+        })
+        .map_or(0, |(_, _, count)| *count)
+}
+
+/// The decision of counting `n` units against every bucket (nothing counted).
+fn decide(
+    counters: &HashMap<String, Vec<Counter>>,
+    buckets: &[Bucket<'_>],
+    n: u64,
+    now_secs: i64,
+) -> Decision {
+    let mut binding: Option<WindowState> = None;
+    let mut refused: Option<(WindowState, u64, String)> = None;
+    for b in buckets {
+        for w in &b.windows {
+            let reset = start_of(now_secs, w.window_secs) + w.window_secs;
+            let used = used(counters, &b.name, w.window_secs, now_secs);
+            if used + n > w.limit {
+                let state = WindowState {
+                    limit: w.limit,
+                    remaining: 0,
+                    reset,
+                    window_secs: w.window_secs,
+                };
+                let retry = (reset - now_secs).max(1) as u64;
+                if refused.as_ref().is_none_or(|(_, r, _)| retry > *r) {
+                    let what = period(w.window_secs);
+                    let scope = format!("{} limit of {} per {what}", b.label, w.limit);
+                    refused = Some((state, retry, scope));
+                }
+                continue;
+            }
+            let state = WindowState {
+                limit: w.limit,
+                remaining: w.limit - used - n,
+                reset,
+                window_secs: w.window_secs,
+            };
+            let tighter = binding.is_none_or(|cur| {
+                state.remaining < cur.remaining
+                    || (state.remaining == cur.remaining && w.window_secs < cur.window_secs)
+            });
+            if tighter {
+                binding = Some(state);
+            }
+        }
+    }
+    if let Some((state, retry_after, scope)) = refused {
+        return Decision::Refused {
+            state,
+            retry_after,
+            scope,
+        };
+    }
+    Decision::Allowed(binding.unwrap_or(WindowState {
+        limit: UNLIMITED,
+        remaining: UNLIMITED,
+        reset: start_of(now_secs, 60) + 60,
+        window_secs: 60,
+    }))
+}
+
+/// Adds `n` units to every window of every bucket (a window that has ended starts again).
+fn count(
+    counters: &mut HashMap<String, Vec<Counter>>,
+    buckets: &[Bucket<'_>],
+    n: u64,
+    now_secs: i64,
+) {
+    for b in buckets {
+        let entry = match counters.get_mut(&b.name) {
+            Some(e) => e,
+            None => counters.entry(b.name.clone()).or_default(),
+        };
+        for w in &b.windows {
+            let start = start_of(now_secs, w.window_secs);
+            match entry.iter_mut().find(|(len, _, _)| *len == w.window_secs) {
+                Some(c) if c.1 == start => c.2 += n,
+                Some(c) => *c = (w.window_secs, start, n),
+                None => entry.push((w.window_secs, start, n)),
+            }
+        }
+    }
+}
+
 fn start_of(now_secs: i64, window_secs: i64) -> i64 {
     now_secs.div_euclid(window_secs) * window_secs
 }
@@ -108,92 +206,25 @@ impl RateLimiter {
     /// Counts `n` units (requests, telemetry points) against every bucket.
     pub fn check_n(&self, buckets: &[Bucket<'_>], n: u64, now_secs: i64) -> Decision {
         let mut counters = self.counters.lock().unwrap_or_else(|p| p.into_inner());
-        let used = |counters: &HashMap<String, Vec<Counter>>, name: &str, w: &Window| {
-            let start = start_of(now_secs, w.window_secs);
-            counters
-                .get(name)
-                .and_then(|c| {
-                    c.iter()
-                        .find(|(len, s, _)| *len == w.window_secs && *s == start)
-                })
-                .map_or(0, |(_, _, count)| *count)
-        };
-        let mut binding: Option<WindowState> = None;
-        let mut refused: Option<(WindowState, u64, String)> = None;
-        for b in buckets {
-            for w in &b.windows {
-                let reset = start_of(now_secs, w.window_secs) + w.window_secs;
-                let used = used(&counters, &b.name, w);
-                if used + n > w.limit {
-                    let state = WindowState {
-                        limit: w.limit,
-                        remaining: 0,
-                        reset,
-                        window_secs: w.window_secs,
-                    };
-                    let retry = (reset - now_secs).max(1) as u64;
-                    if refused.as_ref().is_none_or(|(_, r, _)| retry > *r) {
-                        let what = period(w.window_secs);
-                        let scope = format!("{} limit of {} per {what}", b.label, w.limit);
-                        refused = Some((state, retry, scope));
-                    }
-                    continue;
-                }
-                let state = WindowState {
-                    limit: w.limit,
-                    remaining: w.limit - used - n,
-                    reset,
-                    window_secs: w.window_secs,
-                };
-                let tighter = binding.is_none_or(|cur| {
-                    state.remaining < cur.remaining
-                        || (state.remaining == cur.remaining && w.window_secs < cur.window_secs)
-                });
-                if tighter {
-                    binding = Some(state);
-                }
-            }
+        let decision = decide(&counters, buckets, n, now_secs);
+        if matches!(decision, Decision::Allowed(_)) {
+            count(&mut counters, buckets, n, now_secs);
         }
-        if let Some((state, retry_after, scope)) = refused {
-            return Decision::Refused {
-                state,
-                retry_after,
-                scope,
-            };
-        }
-        for b in buckets {
-            let entry = match counters.get_mut(&b.name) {
-                Some(e) => e,
-                None => counters.entry(b.name.clone()).or_default(),
-            };
-            for w in &b.windows {
-                let start = start_of(now_secs, w.window_secs);
-                match entry.iter_mut().find(|(len, _, _)| *len == w.window_secs) {
-                    Some(c) if c.1 == start => c.2 += n,
-                    Some(c) => *c = (w.window_secs, start, n),
-                    None => entry.push((w.window_secs, start, n)),
-                }
-            }
-        }
-        Decision::Allowed(binding.unwrap_or(WindowState {
-            limit: UNLIMITED,
-            remaining: UNLIMITED,
-            reset: start_of(now_secs, 60) + 60,
-            window_secs: 60,
-        }))
+        decision
+    }
+
+    /// What counting one unit would answer, without counting it (a refusal decided before
+    /// the work, such as a login after too many failures, which are counted only when they
+    /// happen).
+    pub fn peek(&self, buckets: &[Bucket<'_>], now_secs: i64) -> Decision {
+        let counters = self.counters.lock().unwrap_or_else(|p| p.into_inner());
+        decide(&counters, buckets, 1, now_secs)
     }
 
     /// The count in the current window of a bucket (0 when none), without counting.
     pub fn current(&self, bucket: &str, window_secs: i64, now_secs: i64) -> u64 {
-        let start = start_of(now_secs, window_secs);
         let counters = self.counters.lock().unwrap_or_else(|p| p.into_inner());
-        counters
-            .get(bucket)
-            .and_then(|c| {
-                c.iter()
-                    .find(|(len, s, _)| *len == window_secs && *s == start)
-            })
-            .map_or(0, |(_, _, count)| *count)
+        used(&counters, bucket, window_secs, now_secs)
     }
 
     /// Drops counters of windows that have ended, so memory follows active callers only.

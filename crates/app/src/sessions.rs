@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 use crate::app::App;
 use crate::caller::{Caller, Credential};
 use crate::error::{AppError, AppResult};
-use crate::rate_limit::{Bucket, Window};
+use crate::rate_limit::{Bucket, Decision, Window};
 use crate::users::{hash_password, verify_password};
 
 /// The window failed logins are counted in.
@@ -100,12 +100,12 @@ impl App {
         let secs = now.unix_seconds();
         let buckets = self.login_buckets(&email, client.client_ip);
         for b in &buckets {
-            let w = b.windows[0];
-            if self.limiter().current(&b.name, w.window_secs, secs) >= w.limit {
-                let ends = secs.div_euclid(w.window_secs) * w.window_secs + w.window_secs;
+            if let Decision::Refused { retry_after, .. } =
+                self.limiter().peek(std::slice::from_ref(b), secs)
+            {
                 return Err(AppError::LimitReached {
-                    message: format!("too many {}; try again in {} s", b.label, ends - secs),
-                    retry_after: (ends - secs).max(1) as u64,
+                    message: format!("too many {}; try again in {retry_after} s", b.label),
+                    retry_after,
                 });
             }
         }

@@ -71,7 +71,7 @@ impl App {
         Ok(serde_json::json!({ "keys": keys.iter().map(SigningKey::jwk).collect::<Vec<_>>() }))
     }
 
-    /// Signs an access token; returns it with its claims.
+    /// Signs an access token.
     pub(crate) async fn sign_access_token(
         &self,
         subject: &str,
@@ -79,7 +79,7 @@ impl App {
         scopes: &[Scope],
         client_id: &str,
         grant_id: &str,
-    ) -> AppResult<(String, AccessClaims)> {
+    ) -> AppResult<String> {
         let keys = self.signing_keys(false).await?;
         let key = keys
             .first()
@@ -97,10 +97,8 @@ impl App {
             client_id: client_id.to_string(),
             gid: grant_id.to_string(),
         };
-        let token = key
-            .sign(&claims)
-            .map_err(|e| AppError::internal("cannot sign an access token", e))?;
-        Ok((token, claims))
+        key.sign(&claims)
+            .map_err(|e| AppError::internal("cannot sign an access token", e))
     }
 
     /// The claims of an access token this server signed, if it is valid now (signature, issuer,
@@ -190,9 +188,6 @@ impl App {
         Ok(Caller {
             credential: Credential::AccessToken {
                 client_id: claims.client_id,
-                jti: claims.jti,
-                grant_id: claims.gid,
-                expires_at: Timestamp::from_millis(claims.exp * 1000),
             },
             org_id: claims.org,
             user_id,

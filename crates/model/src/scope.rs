@@ -92,15 +92,21 @@ impl FromStr for Scope {
 
 /// Parses a comma-separated scope list (as stored and as given on the command line).
 pub fn parse_list(text: &str) -> Result<Vec<Scope>, String> {
+    let scopes = collect(text.split(',').filter(|p| !p.trim().is_empty()))?;
+    if scopes.is_empty() {
+        return Err("at least one scope is required".into());
+    }
+    Ok(scopes)
+}
+
+/// The scopes of `parts`, each once, in their order.
+fn collect<'a>(parts: impl Iterator<Item = &'a str>) -> Result<Vec<Scope>, String> {
     let mut scopes = Vec::new();
-    for part in text.split(',').filter(|p| !p.trim().is_empty()) {
+    for part in parts {
         let s: Scope = part.parse()?;
         if !scopes.contains(&s) {
             scopes.push(s);
         }
-    }
-    if scopes.is_empty() {
-        return Err("at least one scope is required".into());
     }
     Ok(scopes)
 }
@@ -115,23 +121,12 @@ pub fn join_list(scopes: &[Scope]) -> String {
 
 /// Parses an OAuth `scope` parameter (RFC 6749 3.3: space-delimited; may be empty).
 pub fn parse_spaced(text: &str) -> Result<Vec<Scope>, String> {
-    let mut scopes = Vec::new();
-    for part in text.split(' ').filter(|p| !p.is_empty()) {
-        let s: Scope = part.parse()?;
-        if !scopes.contains(&s) {
-            scopes.push(s);
-        }
-    }
-    Ok(scopes)
+    collect(text.split(' ').filter(|p| !p.is_empty()))
 }
 
 /// The OAuth form of a scope list: space-delimited.
 pub fn join_spaced(scopes: &[Scope]) -> String {
-    scopes
-        .iter()
-        .map(|s| s.as_str())
-        .collect::<Vec<_>>()
-        .join(" ")
+    join_list(scopes).replace(',', " ")
 }
 
 #[cfg(test)]

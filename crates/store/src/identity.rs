@@ -116,16 +116,6 @@ impl Store {
         })
     }
 
-    /// The session whose token hashes to `token_hash`, whatever its state.
-    pub async fn session_by_hash(&self, token_hash: &str) -> Result<Option<SessionRecord>> {
-        let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE token_hash = $1");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(token_hash)
-            .fetch_optional(self.pool())
-            .await?;
-        row.as_ref().map(session_from_row).transpose()
-    }
-
     /// A session with its member's current role and its organization's tier, in one read; a
     /// session whose user has left the organization is not found.
     pub async fn session_principal(

@@ -213,9 +213,16 @@ impl Store {
         Ok(self.application(org_id, id).await?.app)
     }
 
-    pub async fn set_client_secret(&self, org_id: &str, id: &str, secret_hash: &str) -> Result<()> {
-        let _gate = self.write_guard().await;
-        let done = sqlx::query(
+    /// Replaces an application's client secret; the application as stored now.
+    pub async fn set_client_secret(
+        &self,
+        org_id: &str,
+        id: &str,
+        secret_hash: &str,
+    ) -> Result<OAuthApplication> {
+        {
+            let _gate = self.write_guard().await;
+            let done = sqlx::query(
             "UPDATE oauth_applications SET secret_hash = $1, updated_at = $2 WHERE org_id = $3 AND id = $4",
         )
         .bind(secret_hash)
@@ -224,10 +231,11 @@ impl Store {
         .bind(id)
         .execute(self.pool())
         .await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::NotFound);
+            if done.rows_affected() == 0 {
+                return Err(StoreError::NotFound);
+            }
         }
-        Ok(())
+        Ok(self.application(org_id, id).await?.app)
     }
 
     /// Deletes an application with its codes, grants and refresh tokens.
@@ -356,14 +364,6 @@ impl Store {
             scope: scope.to_string(),
             revoked_at: None,
         })
-    }
-
-    pub async fn grant(&self, id: &str) -> Result<Option<GrantRecord>> {
-        let row = sqlx::query("SELECT * FROM oauth_grants WHERE id = $1")
-            .bind(id)
-            .fetch_optional(self.pool())
-            .await?;
-        row.as_ref().map(grant_from_row).transpose()
     }
 
     /// Revokes a grant: its access tokens stop working and its refresh tokens too.
