@@ -67,6 +67,20 @@ impl Reply {
     }
 }
 
+/// The value of `var`, naming an external peer a test needs (a python with a package, a
+/// broker, a program); without it, `None` and a line saying the test is skipped and how to run
+/// it (`how`). Under CI (`CI` set) a missing peer fails the test: CI provides every peer.
+pub fn peer(var: &str, how: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(value) => Some(value),
+        Err(_) => {
+            assert!(std::env::var("CI").is_err(), "CI must set {var}");
+            eprintln!("skipped: set {var} {how}");
+            None
+        }
+    }
+}
+
 /// Starts the app with default configuration.
 pub async fn spawn_app() -> TestApp {
     spawn_app_with(AppConfig::default()).await

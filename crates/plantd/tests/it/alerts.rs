@@ -467,12 +467,10 @@ async fn webhooks_are_signed_retried_and_logged() {
 /// with aiosmtpd, set by `.ci/run`) and openssl; skipped where absent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn email_and_slack_notifications_are_sent_retried_and_logged() {
-    let Ok(python) = std::env::var("PLANTD_TEST_PYTHON_SMTP") else {
-        assert!(
-            std::env::var("CI").is_err(),
-            "CI must set PLANTD_TEST_PYTHON_SMTP"
-        );
-        eprintln!("skipped: set PLANTD_TEST_PYTHON_SMTP to a python3 with aiosmtpd installed");
+    let Some(python) = plantd_test_support::peer(
+        "PLANTD_TEST_PYTHON_SMTP",
+        "to a python3 with aiosmtpd installed",
+    ) else {
         return;
     };
     let sink = plantd_test_support::SmtpSink::start(&python, true);

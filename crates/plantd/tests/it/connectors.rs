@@ -773,14 +773,10 @@ async fn relay(port: u16, target: String) -> Relay {
 /// and found again, and the broker's answer in `test`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mqtt_source_maps_payloads_from_mosquitto_and_reconnects() {
-    let Ok(url) = std::env::var("PLANTD_TEST_MQTT_URL") else {
-        assert!(
-            std::env::var("CI").is_err(),
-            "CI must set PLANTD_TEST_MQTT_URL"
-        );
-        eprintln!(
-            "skipped: set PLANTD_TEST_MQTT_URL (e.g. mqtt://127.0.0.1:1883) to run against a broker"
-        );
+    let Some(url) = plantd_test_support::peer(
+        "PLANTD_TEST_MQTT_URL",
+        "(e.g. mqtt://127.0.0.1:1883) to run against a broker",
+    ) else {
         return;
     };
     let broker = plantd_model::data_source::parse_url(&url).unwrap();
@@ -912,14 +908,10 @@ async fn publisher(broker: &plantd_model::data_source::ParsedUrl) -> rumqttc::As
 /// `.ci/run`); skipped where absent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mqtt_over_tls_with_a_private_certificate_authority() {
-    let Ok(mosquitto) = std::env::var("PLANTD_TEST_MOSQUITTO_BIN") else {
-        assert!(
-            std::env::var("CI").is_err(),
-            "CI must set PLANTD_TEST_MOSQUITTO_BIN"
-        );
-        eprintln!(
-            "skipped: set PLANTD_TEST_MOSQUITTO_BIN to a mosquitto program (and have openssl) to run the TLS test"
-        );
+    let Some(mosquitto) = plantd_test_support::peer(
+        "PLANTD_TEST_MOSQUITTO_BIN",
+        "to a mosquitto program (and have openssl) to run the TLS test",
+    ) else {
         return;
     };
     let dir = std::env::temp_dir().join(format!("plantd-mqtt-tls-{}", unique_name()));

@@ -375,12 +375,10 @@ async fn invitations_set_passwords_and_members_act_with_their_role() {
 /// Needs `PLANTD_TEST_PYTHON_SMTP`; skipped where absent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invitation_and_password_reset_emails() {
-    let Ok(python) = std::env::var("PLANTD_TEST_PYTHON_SMTP") else {
-        assert!(
-            std::env::var("CI").is_err(),
-            "CI must set PLANTD_TEST_PYTHON_SMTP"
-        );
-        eprintln!("skipped: set PLANTD_TEST_PYTHON_SMTP to a python3 with aiosmtpd installed");
+    let Some(python) = plantd_test_support::peer(
+        "PLANTD_TEST_PYTHON_SMTP",
+        "to a python3 with aiosmtpd installed",
+    ) else {
         return;
     };
     let sink = SmtpSink::start(&python, false);

@@ -145,27 +145,47 @@ fn hidden_fields(html: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Exchanges a public client's authorization code: (status, body).
+async fn exchange(
+    app: &TestApp,
+    client_id: &str,
+    code: &str,
+    redirect_uri: &str,
+    verifier: Option<&str>,
+) -> (u16, Value) {
+    let mut params = vec![
+        ("grant_type", "authorization_code"),
+        ("client_id", client_id),
+        ("code", code),
+        ("redirect_uri", redirect_uri),
+    ];
+    if let Some(v) = verifier {
+        params.push(("code_verifier", v));
+    }
+    let (status, _, body) = form(app, "/oauth/token", None, &params).await;
+    (status, body)
+}
+
+/// Refreshes a public client's grant: (status, body).
+async fn refresh(app: &TestApp, client_id: &str, token: &str, scope: Option<&str>) -> (u16, Value) {
+    let mut params = vec![
+        ("grant_type", "refresh_token"),
+        ("client_id", client_id),
+        ("refresh_token", token),
+    ];
+    if let Some(s) = scope {
+        params.push(("scope", s));
+    }
+    let (status, _, body) = form(app, "/oauth/token", None, &params).await;
+    (status, body)
+}
+
+/// A query parameter of a URL, decoded.
 fn query_param(url: &str, name: &str) -> Option<String> {
-    let query = url.split_once('?')?.1;
-    query.split('&').find_map(|pair| {
-        let (k, v) = pair.split_once('=')?;
-        (k == name).then(|| {
-            let bytes = v.replace('+', " ");
-            let mut out = Vec::new();
-            let b = bytes.as_bytes();
-            let mut i = 0;
-            while i < b.len() {
-                if b[i] == b'%' && i + 2 < b.len() {
-                    out.push(u8::from_str_radix(&bytes[i + 1..i + 3], 16).unwrap());
-                    i += 3;
-                } else {
-                    out.push(b[i]);
-                    i += 1;
-                }
-            }
-            String::from_utf8(out).unwrap()
-        })
-    })
+    let url = reqwest::Url::parse(url).ok()?;
+    url.query_pairs()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.into_owned())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -604,32 +624,9 @@ async fn the_code_flow_with_pkce_refresh_rotation_and_replays() {
     let code = query_param(&back, "code").unwrap();
 
     // The verifier must match, and the redirect URI must be the same.
-    let (s, _, body) = form(
-        &app,
-        "/oauth/token",
-        None,
-        &[
-            ("grant_type", "authorization_code"),
-            ("client_id", &cid),
-            ("code", &code),
-            ("redirect_uri", "http://127.0.0.1:9/other"),
-        ],
-    )
-    .await;
+    let (s, body) = exchange(&app, &cid, &code, "http://127.0.0.1:9/other", None).await;
     assert_eq!((s, body["error"].as_str().unwrap()), (400, "invalid_grant"));
-    let (s, _, tok) = form(
-        &app,
-        "/oauth/token",
-        None,
-        &[
-            ("grant_type", "authorization_code"),
-            ("client_id", &cid),
-            ("code", &code),
-            ("redirect_uri", CALLBACK),
-            ("code_verifier", VERIFIER),
-        ],
-    )
-    .await;
+    let (s, tok) = exchange(&app, &cid, &code, CALLBACK, Some(VERIFIER)).await;
     // The code was spent by the failed attempt above: a second use revokes nothing yet (no
     // tokens were issued) and is refused.
     assert_eq!(
@@ -640,35 +637,11 @@ async fn the_code_flow_with_pkce_refresh_rotation_and_replays() {
 
     let back = authorize(&app, &q, true).await;
     let code = query_param(&back, "code").unwrap();
-    let (s, _, body) = form(
-        &app,
-        "/oauth/token",
-        None,
-        &[
-            ("grant_type", "authorization_code"),
-            ("client_id", &cid),
-            ("code", &code),
-            ("redirect_uri", CALLBACK),
-            ("code_verifier", "x".repeat(43).as_str()),
-        ],
-    )
-    .await;
+    let (s, body) = exchange(&app, &cid, &code, CALLBACK, Some("x".repeat(43).as_str())).await;
     assert_eq!((s, body["error"].as_str().unwrap()), (400, "invalid_grant"));
     let back = authorize(&app, &q, true).await;
     let code = query_param(&back, "code").unwrap();
-    let (s, _, tok) = form(
-        &app,
-        "/oauth/token",
-        None,
-        &[
-            ("grant_type", "authorization_code"),
-            ("client_id", &cid),
-            ("code", &code),
-            ("redirect_uri", CALLBACK),
-            ("code_verifier", VERIFIER),
-        ],
-    )
-    .await;
+    let (s, tok) = exchange(&app, &cid, &code, CALLBACK, Some(VERIFIER)).await;
     assert_eq!(s, 200, "{tok}");
     assert_eq!(tok["scope"], "read:assets read:alerts");
     let at = tok["access_token"].as_str().unwrap().to_string();
@@ -682,115 +655,39 @@ async fn the_code_flow_with_pkce_refresh_rotation_and_replays() {
     );
 
     // Using the code again revokes what it gave.
-    let (s, _, body) = form(
-        &app,
-        "/oauth/token",
-        None,
-        &[
-            ("grant_type", "authorization_code"),
-            ("client_id", &cid),
-            ("code", &code),
-            ("redirect_uri", CALLBACK),
-            ("code_verifier", VERIFIER),
-        ],
-    )
-    .await;
+    let (s, body) = exchange(&app, &cid, &code, CALLBACK, Some(VERIFIER)).await;
     assert_eq!((s, body["error"].as_str().unwrap()), (400, "invalid_grant"));
     assert_eq!(
         app.get("/alerts", &at).await.expect(401).json["error"],
         "invalid_token"
     );
-    let (_, _, body) = form(
-        &app,
-        "/oauth/token",
-        None,
-        &[
-            ("grant_type", "refresh_token"),
-            ("client_id", &cid),
-            ("refresh_token", &rt),
-        ],
-    )
-    .await;
+    let (_, body) = refresh(&app, &cid, &rt, None).await;
     assert_eq!(body["error"], "invalid_grant");
 
     // Refresh tokens rotate; presenting a rotated one revokes the family.
     let back = authorize(&app, &q, true).await;
     let code = query_param(&back, "code").unwrap();
-    let (_, _, tok) = form(
-        &app,
-        "/oauth/token",
-        None,
-        &[
-            ("grant_type", "authorization_code"),
-            ("client_id", &cid),
-            ("code", &code),
-            ("redirect_uri", CALLBACK),
-            ("code_verifier", VERIFIER),
-        ],
-    )
-    .await;
+    let (_, tok) = exchange(&app, &cid, &code, CALLBACK, Some(VERIFIER)).await;
     let rt1 = tok["refresh_token"].as_str().unwrap().to_string();
-    let (s, _, tok2) = form(
-        &app,
-        "/oauth/token",
-        None,
-        &[
-            ("grant_type", "refresh_token"),
-            ("client_id", &cid),
-            ("refresh_token", &rt1),
-            ("scope", "read:assets"),
-        ],
-    )
-    .await;
+    let (s, tok2) = refresh(&app, &cid, &rt1, Some("read:assets")).await;
     assert_eq!(s, 200, "{tok2}");
     assert_eq!(tok2["scope"], "read:assets");
     let rt2 = tok2["refresh_token"].as_str().unwrap().to_string();
     assert_ne!(rt1, rt2);
     let at2 = tok2["access_token"].as_str().unwrap().to_string();
     app.get("/data-sources", &at2).await.expect(200);
-    let (_, _, body) = form(
-        &app,
-        "/oauth/token",
-        None,
-        &[
-            ("grant_type", "refresh_token"),
-            ("client_id", &cid),
-            ("refresh_token", &rt2),
-            ("scope", "admin"),
-        ],
-    )
-    .await;
+    let (_, body) = refresh(&app, &cid, &rt2, Some("admin")).await;
     assert_eq!(
         body["error"], "invalid_scope",
         "a refresh cannot widen the grant"
     );
-    let (_, _, body) = form(
-        &app,
-        "/oauth/token",
-        None,
-        &[
-            ("grant_type", "refresh_token"),
-            ("client_id", &cid),
-            ("refresh_token", &rt1),
-        ],
-    )
-    .await;
+    let (_, body) = refresh(&app, &cid, &rt1, None).await;
     assert_eq!(body["error"], "invalid_grant");
     assert_eq!(
         app.get("/data-sources", &at2).await.expect(401).json["error"],
         "invalid_token"
     );
-    let (_, _, body) = form(
-        &app,
-        "/oauth/token",
-        None,
-        &[
-            ("grant_type", "refresh_token"),
-            ("client_id", &cid),
-            ("refresh_token", &rt2),
-        ],
-    )
-    .await;
+    let (_, body) = refresh(&app, &cid, &rt2, None).await;
     assert_eq!(
         body["error"], "invalid_grant",
         "the whole family is revoked"
@@ -1003,16 +900,14 @@ async fn signing_keys_rotate_without_breaking_tokens() {
     node.get("/data-sources", &fresh).await.expect(200);
 }
 
+/// `s` percent-encoded for a query string.
 fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
+    reqwest::Url::parse_with_params("http://x/", [("v", s)])
+        .expect("a URL")
+        .query()
+        .unwrap_or_default()
+        .trim_start_matches("v=")
+        .to_string()
 }
 
 /// Independent clients: python's authlib runs the code flow with PKCE (driving the login and
@@ -1021,12 +916,10 @@ fn urlencode(s: &str) -> String {
 /// (a python3 with authlib, PyJWT, requests and cryptography, set by `.ci/run`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn authlib_and_pyjwt_interoperate() {
-    let Ok(python) = std::env::var("PLANTD_TEST_PYTHON_OAUTH") else {
-        assert!(
-            std::env::var("CI").is_err(),
-            "CI must set PLANTD_TEST_PYTHON_OAUTH"
-        );
-        eprintln!("skipped: set PLANTD_TEST_PYTHON_OAUTH to a python3 with authlib and PyJWT");
+    let Some(python) = plantd_test_support::peer(
+        "PLANTD_TEST_PYTHON_OAUTH",
+        "to a python3 with authlib and PyJWT",
+    ) else {
         return;
     };
     let app = spawn_app().await;
