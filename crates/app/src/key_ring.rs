@@ -4,7 +4,7 @@
 use plantd_auth::jwt::SigningKey;
 use plantd_model::Tier;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::sync::RwLock;
 
@@ -14,7 +14,7 @@ pub(crate) type Standing = Result<Tier, String>;
 /// The loaded keys, newest (the signing one) first, and when they were read.
 #[derive(Default)]
 pub(crate) struct KeyRing {
-    pub(crate) keys: RwLock<Option<(Vec<SigningKey>, Instant)>>,
+    pub(crate) keys: RwLock<Option<(Arc<Vec<SigningKey>>, Instant)>>,
     /// Whether an access token (by `jti`) still stands, trusted for the key cache's time.
     pub(crate) standing: Mutex<HashMap<String, (Standing, Instant)>>,
 }

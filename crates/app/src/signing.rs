@@ -8,6 +8,7 @@ use plantd_auth::jwt::{AccessClaims, SigningKey};
 use plantd_model::identity::ACCESS_TOKEN_SECS;
 use plantd_model::{Scope, Tier, Timestamp, new_id, scope};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::app::App;
@@ -34,18 +35,25 @@ impl App {
             .trim_end_matches('/')
     }
 
-    /// The current keys, loading them (and creating the first) when needed.
-    async fn signing_keys(&self, reload: bool) -> AppResult<Vec<SigningKey>> {
-        {
-            let guard = self.key_ring().keys.read().await;
-            if let Some((keys, at)) = guard.as_ref()
-                && !(reload && at.elapsed() > RELOAD_AFTER)
-                && at.elapsed() < REFRESH_AFTER
-            {
-                return Ok(keys.clone());
-            }
+    /// The current keys, loading them (and creating the first) when needed. Shared, not
+    /// copied: every authenticated request with an access token asks for them.
+    async fn signing_keys(&self, reload: bool) -> AppResult<Arc<Vec<SigningKey>>> {
+        let fresh = |loaded: &Option<(Arc<Vec<SigningKey>>, Instant)>| {
+            loaded
+                .as_ref()
+                .filter(|(_, at)| {
+                    !(reload && at.elapsed() > RELOAD_AFTER) && at.elapsed() < REFRESH_AFTER
+                })
+                .map(|(keys, _)| keys.clone())
+        };
+        if let Some(keys) = fresh(&*self.key_ring().keys.read().await) {
+            return Ok(keys);
         }
         let mut guard = self.key_ring().keys.write().await;
+        // Another request may have loaded them while this one waited.
+        if let Some(keys) = fresh(&guard) {
+            return Ok(keys);
+        }
         let since = Timestamp::from_millis(
             Timestamp::now().millis() - PUBLISHED_AFTER_RETIREMENT_SECS * 1000,
         );
@@ -60,6 +68,7 @@ impl App {
             .map(|(kid, pem, _)| SigningKey::from_pem(kid, pem))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| AppError::internal("a stored signing key is unusable", e))?;
+        let keys = Arc::new(keys);
         *guard = Some((keys.clone(), Instant::now()));
         Ok(keys)
     }
