@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use crate::app::App;
 use crate::caller::{Caller, Credential};
 use crate::error::{AppError, AppResult};
-use crate::key_ring::Standing;
+use crate::key_ring::{KnownToken, Standing};
 
 /// How often an unknown `kid` may make a node read the keys again (another node rotated).
 const RELOAD_AFTER: Duration = Duration::from_secs(5);
@@ -24,6 +24,8 @@ const REFRESH_AFTER: Duration = Duration::from_secs(60);
 /// A retired key stays published this long after retirement: a token lifetime, plus the time
 /// nodes may go on signing with it.
 const PUBLISHED_AFTER_RETIREMENT_SECS: i64 = ACCESS_TOKEN_SECS + 2 * 60;
+/// Verified tokens a node remembers; beyond this it forgets them all and verifies again.
+const MAX_KNOWN_TOKENS: usize = 100_000;
 
 impl App {
     /// The issuer and audience of access tokens: the server's public origin.
@@ -130,62 +132,78 @@ impl App {
     /// Forgets what is cached of tokens (after a revocation on this node, which then takes
     /// effect at once; other nodes see it within the key cache's time).
     pub(crate) fn forget_token_states(&self) {
-        self.standing_cache().clear();
+        self.known_tokens().clear();
     }
 
-    fn standing_cache(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Standing, Instant)>> {
+    fn known_tokens(&self) -> std::sync::MutexGuard<'_, HashMap<String, KnownToken>> {
         self.key_ring()
-            .standing
+            .known
             .lock()
             .unwrap_or_else(|p| p.into_inner())
     }
 
     /// Whether a signed token still stands, and its organization's tier: neither the token
     /// nor its grant was revoked, its application and organization exist, and a user's token
-    /// stops when the user leaves the organization. Trusted for the key cache's time.
+    /// stops when the user leaves the organization.
     async fn standing(&self, claims: &AccessClaims) -> AppResult<Standing> {
-        let ttl = self.config().key_cache_ttl;
-        if let Some((standing, at)) = self.standing_cache().get(&claims.jti).cloned()
-            && at.elapsed() < ttl
-        {
-            return Ok(standing);
-        }
-        let standing = if !self
+        if !self
             .store()
             .access_token_stands(&claims.gid, &claims.jti)
             .await?
         {
-            Err("the access token has been revoked".to_string())
-        } else {
-            match self.store().org(&claims.org).await {
-                Err(_) => Err("the token's organization no longer exists".to_string()),
-                Ok(org) => {
-                    let left = claims.sub != claims.client_id
-                        && self.store().member(&claims.org, &claims.sub).await.is_err();
-                    if left {
-                        Err("the token's user is no longer a member of its organization".into())
-                    } else {
-                        Ok(org.tier)
-                    }
+            return Ok(Err("the access token has been revoked".to_string()));
+        }
+        Ok(match self.store().org(&claims.org).await {
+            Err(_) => Err("the token's organization no longer exists".to_string()),
+            Ok(org) => {
+                let left = claims.sub != claims.client_id
+                    && self.store().member(&claims.org, &claims.sub).await.is_err();
+                if left {
+                    Err("the token's user is no longer a member of its organization".into())
+                } else {
+                    Ok(org.tier)
                 }
             }
-        };
-        let mut cache = self.standing_cache();
-        if cache.len() > 100_000 {
-            cache.clear();
-        }
-        cache.insert(claims.jti.clone(), (standing.clone(), Instant::now()));
-        Ok(standing)
+        })
     }
 
-    /// The claims of a token that is valid and stands now, with its organization's tier.
-    pub(crate) async fn checked_claims(&self, token: &str) -> AppResult<(AccessClaims, Tier)> {
-        let claims = self.verify_access_token(token).await?;
-        let tier = self
-            .standing(&claims)
-            .await?
-            .map_err(AppError::InvalidToken)?;
-        Ok((claims, tier))
+    /// The claims of a token that is valid and stands now, with its organization's tier. A
+    /// token seen before skips the signature check until it expires, and the standing check
+    /// for the key cache's time.
+    pub(crate) async fn checked_claims(&self, token: &str) -> AppResult<(Arc<AccessClaims>, Tier)> {
+        let hash = plantd_auth::hash_key(token);
+        let known = self.known_tokens().get(&hash).cloned();
+        let claims = match known {
+            Some(k)
+                if k.claims.exp + plantd_auth::jwt::LEEWAY_SECS
+                    <= Timestamp::now().unix_seconds() =>
+            {
+                self.known_tokens().remove(&hash);
+                return Err(AppError::InvalidToken(
+                    "the access token has expired".into(),
+                ));
+            }
+            Some(k) if k.checked.elapsed() < self.config().key_cache_ttl => {
+                return Ok((k.claims, k.standing.map_err(AppError::InvalidToken)?));
+            }
+            Some(k) => k.claims,
+            None => Arc::new(self.verify_access_token(token).await?),
+        };
+        let standing = self.standing(&claims).await?;
+        let mut known = self.known_tokens();
+        if known.len() >= MAX_KNOWN_TOKENS {
+            known.clear();
+        }
+        known.insert(
+            hash,
+            KnownToken {
+                claims: claims.clone(),
+                standing: standing.clone(),
+                checked: Instant::now(),
+            },
+        );
+        drop(known);
+        Ok((claims, standing.map_err(AppError::InvalidToken)?))
     }
 
     /// The caller an access token stands for.
@@ -196,9 +214,9 @@ impl App {
             .map_err(|e| AppError::InvalidToken(format!("the token's scope is invalid: {e}")))?;
         Ok(Caller {
             credential: Credential::AccessToken {
-                client_id: claims.client_id,
+                client_id: claims.client_id.clone(),
             },
-            org_id: claims.org,
+            org_id: claims.org.clone(),
             user_id,
             scopes,
             tier,

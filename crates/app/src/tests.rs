@@ -165,3 +165,67 @@ async fn intake_limits_and_rules_apply_without_http() {
         let _ = std::fs::remove_dir_all(d);
     }
 }
+
+/// An access token's signature is checked once; later requests with it are answered from what
+/// the node remembers, until the token expires (then refused without asking the keys again), and
+/// an altered copy of a remembered token is not mistaken for it.
+#[tokio::test]
+async fn remembered_access_tokens_still_expire_and_altered_ones_fail() {
+    let (app, caller, dir) = app_with_org(Tier::Enterprise).await;
+    let created = app
+        .create_oauth_application(
+            &caller,
+            crate::oauth_apps::NewOAuthApplication {
+                name: "Historian".into(),
+                redirect_uris: vec!["https://historian.example/cb".into()],
+                application_type: plantd_model::identity::ApplicationType::Web,
+                scopes: Some(vec![Scope::ReadAssets]),
+            },
+        )
+        .await
+        .unwrap();
+    let grant = app
+        .token(
+            crate::oauth::TokenRequest {
+                grant_type: Some("client_credentials".into()),
+                client_id: Some(created.application.client_id.clone()),
+                client_secret: created.client_secret.clone(),
+                ..Default::default()
+            },
+            None,
+        )
+        .await
+        .unwrap_or_else(|_| panic!("client credentials refused"));
+    let token = grant.access_token;
+    let first = app.access_token_caller(&token).await.unwrap();
+    assert_eq!(first.org_id, caller.org_id);
+    assert_eq!(first.scopes, vec![Scope::ReadAssets]);
+    let again = app.access_token_caller(&token).await.unwrap();
+    assert_eq!(again.org_id, caller.org_id);
+
+    // One character of the signature changed: another token, whose signature fails.
+    let at = token.len() - 10;
+    let swapped = if &token[at..=at] == "A" { "z" } else { "A" };
+    let altered = format!("{}{swapped}{}", &token[..at], &token[at + 1..]);
+    assert!(matches!(
+        app.access_token_caller(&altered).await,
+        Err(AppError::InvalidToken(_))
+    ));
+
+    // The remembered token's expiry passes: refused as expired.
+    for known in app.key_ring().known.lock().unwrap().values_mut() {
+        let mut claims = (*known.claims).clone();
+        claims.exp = Timestamp::now().unix_seconds() - 3600;
+        known.claims = Arc::new(claims);
+    }
+    match app.access_token_caller(&token).await {
+        Err(AppError::InvalidToken(why)) => assert!(why.contains("expired"), "{why}"),
+        other => panic!(
+            "an expired token was accepted: {:?}",
+            other.map(|c| c.org_id)
+        ),
+    }
+    if let Some(dir) = dir {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

@@ -7,6 +7,9 @@ use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use rsa::pkcs8::{EncodePrivateKey, LineEnding};
 use serde::{Deserialize, Serialize};
 
+/// Seconds of clock difference allowed when checking `exp` (and `nbf`).
+pub const LEEWAY_SECS: i64 = 30;
+
 /// Bits of the RSA keys plantd generates.
 pub const RSA_BITS: usize = 2048;
 
@@ -110,7 +113,7 @@ impl SigningKey {
         audience: &str,
     ) -> Result<AccessClaims, String> {
         let mut v = Validation::new(Algorithm::RS256);
-        v.leeway = 30;
+        v.leeway = LEEWAY_SECS as u64;
         v.set_issuer(&[issuer]);
         v.set_audience(&[audience]);
         v.set_required_spec_claims(&["exp", "iat", "iss", "aud", "sub"]);

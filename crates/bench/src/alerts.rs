@@ -12,7 +12,7 @@ use plantd_model::event::EventType;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
-use crate::harness::{Options, connect, create_postgres_db, pct, request, start_server};
+use crate::harness::{Options, connect, create_postgres_db, pct, post_json, request, start_server};
 use crate::telemetry::{body, create_keys, now_ms, post, post_answer, rfc3339};
 
 const BATCH: usize = 1000;
@@ -35,21 +35,8 @@ async fn measure(o: &Options, backend: &str, database_url: Option<&str>) -> Resu
     let (server, key) = start_server(o, database_url)?;
     let addr = server.addr.clone();
     let mut sender = connect(&addr).await?;
-    let ds_body = r#"{"name": "bench", "type": "modbus", "enabled": false, "config": {"host": "plc.invalid"}}"#;
-    let created = {
-        use http_body_util::BodyExt;
-        let req = hyper::Request::builder()
-            .method("POST")
-            .uri("/v1/data-sources")
-            .header("host", &addr)
-            .header("authorization", format!("Bearer {key}"))
-            .header("content-type", "application/json")
-            .body(http_body_util::Full::new(Bytes::from(ds_body)))?;
-        sender.ready().await?;
-        let resp = sender.send_request(req).await?;
-        let bytes = resp.into_body().collect().await?.to_bytes();
-        serde_json::from_slice::<Value>(&bytes)?
-    };
+    let ds_body = json!({"name": "bench", "type": "modbus", "enabled": false, "config": {"host": "plc.invalid"}});
+    let created = post_json(&mut sender, &addr, "/v1/data-sources", &key, &ds_body, 201).await?;
     let ds = created["data"]["id"]
         .as_str()
         .context("data source id")?

@@ -6,19 +6,14 @@
 //! machine's cores: the table says so.
 
 use anyhow::{Result, bail};
-use std::process::Command;
+use http_body_util::Full;
+use hyper::body::Bytes;
 use std::time::Duration;
 
-use crate::harness::{Options, connect, create_postgres_db, load, pct, request, start_server};
+use crate::harness::{Options, backends, connect, drop_database, load, pct, request, start_server};
 
 pub(crate) async fn run(o: &Options) -> Result<()> {
-    let mut backends: Vec<(&str, Option<String>)> = vec![("SQLite", None)];
-    if let Some(url) = &o.postgres_url {
-        match create_postgres_db(url) {
-            Ok(db) => backends.push(("PostgreSQL", Some(db))),
-            Err(e) => eprintln!("PostgreSQL skipped: {e}"),
-        }
-    }
+    let backends = backends(o);
     println!(
         "plantd API benchmark: {} connections, {} s per row, load generator and server share this machine's {} cores",
         o.connections.unwrap_or(16),
@@ -35,23 +30,7 @@ pub(crate) async fn run(o: &Options) -> Result<()> {
     for (name, url) in &backends {
         let (server, key) = start_server(o, url.as_deref())?;
         let mut sender = connect(&server.addr).await?;
-        for i in 0..20 {
-            let body = format!(
-                r#"{{"name": "PLC {i}", "type": "modbus", "enabled": false, "config": {{"host": "10.0.0.{i}"}}}}"#
-            );
-            let s = request(
-                &mut sender,
-                "POST",
-                &server.addr,
-                "/v1/data-sources",
-                &key,
-                Some(&body),
-            )
-            .await?;
-            if s != 201 {
-                bail!("creating data sources failed with {s}");
-            }
-        }
+        seed_data_sources(&mut sender, &server.addr, &key).await?;
         let _ = load(
             &server.addr,
             &key,
@@ -80,26 +59,36 @@ pub(crate) async fn run(o: &Options) -> Result<()> {
                 name,
                 label,
                 r.requests,
-                r.requests as f64 / r.seconds,
+                r.per_second(),
                 pct(&r.latencies_us, 0.50),
                 pct(&r.latencies_us, 0.99),
                 r.errors
             );
         }
         drop(server);
-        if let (Some(url), Some(base)) = (url, &o.postgres_url) {
-            let name = url.rsplit('/').next().unwrap_or_default();
-            let _ = Command::new("psql")
-                .args([
-                    base.as_str(),
-                    "-qc",
-                    &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
-                ])
-                .status();
-        }
+        drop_database(url.as_deref(), o.postgres_url.as_deref());
     }
     println!(
         "\ntarget (issue 2): >= 20,000 req/s and p99 < 5 ms for GET /v1/data-sources on 2 cores"
     );
+    Ok(())
+}
+
+/// The 20 data sources (about 6 KB of JSON) that `GET /v1/data-sources` lists in the API
+/// benchmarks.
+pub(crate) async fn seed_data_sources(
+    sender: &mut hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+    addr: &str,
+    key: &str,
+) -> Result<()> {
+    for i in 0..20 {
+        let body = format!(
+            r#"{{"name": "PLC {i}", "type": "modbus", "enabled": false, "config": {{"host": "10.0.0.{i}"}}}}"#
+        );
+        let s = request(sender, "POST", addr, "/v1/data-sources", key, Some(&body)).await?;
+        if s != 201 {
+            bail!("creating data sources failed with {s}");
+        }
+    }
     Ok(())
 }

@@ -11,7 +11,7 @@ use hyper::body::Bytes;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
-use crate::harness::{Options, Server, connect, create_postgres_db, start_server};
+use crate::harness::{Options, Server, backends, connect, drop_database, start_server};
 use crate::sim::{SimProcess, config, cpu_seconds, rss_mib};
 
 type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
@@ -300,16 +300,7 @@ pub async fn run(o: &Options) -> Result<()> {
         "sim CPU%",
         "server RSS"
     );
-    let mut backends: Vec<(&str, Option<String>)> = Vec::new();
-    if !o.no_sqlite {
-        backends.push(("SQLite", None));
-    }
-    if let Some(url) = &o.postgres_url {
-        match create_postgres_db(url) {
-            Ok(db) => backends.push(("PostgreSQL", Some(db))),
-            Err(e) => eprintln!("PostgreSQL skipped: {e}"),
-        }
-    }
+    let backends = backends(o);
     for (backend, url) in &backends {
         let (server, key) = start_server(o, url.as_deref())?;
         let db_url = match url {
@@ -381,6 +372,7 @@ pub async fn run(o: &Options) -> Result<()> {
         }
         db.close().await;
         drop(server);
+        drop_database(url.as_deref(), o.postgres_url.as_deref());
     }
     println!(
         "\ntarget (issue 5): 50,000 points/s from OPC UA subscriptions on 2 cores. offered/s: value changes the simulator made in the window (its control API's value_updates; OPC UA) or registers per poll times polls/s (Modbus); CPU % is of one core"

@@ -61,7 +61,7 @@ pub(crate) fn options() -> Result<Options> {
             "--no-sqlite" => o.no_sqlite = true,
             "--ingest-only" => o.ingest_only = true,
             "--plantd" => o.plantd = args.next().context("--plantd PATH")?.into(),
-            "api" | "telemetry" | "sim" | "connectors" | "alerts" => suite = Some(a),
+            "api" | "identity" | "telemetry" | "sim" | "connectors" | "alerts" => suite = Some(a),
             "--points" => o.points = args.next().context("--points N")?.parse()?,
             other => bail!(
                 "unknown argument {other}; usage: plantd-bench api [--duration S] [--connections N] [--postgres-url URL | --no-postgres] [--no-sqlite] [--ingest-only] [--plantd PATH]"
@@ -70,7 +70,7 @@ pub(crate) fn options() -> Result<Options> {
     }
     let Some(suite) = suite else {
         bail!(
-            "usage: plantd-bench api|telemetry|sim|connectors|alerts [--duration S] [--connections N] [--points N] [--postgres-url URL | --no-postgres]"
+            "usage: plantd-bench api|identity|telemetry|sim|connectors|alerts [--duration S] [--connections N] [--points N] [--postgres-url URL | --no-postgres]"
         );
     };
     o.suite = suite;
@@ -164,28 +164,46 @@ pub(crate) fn start_server(o: &Options, database_url: Option<&str>) -> Result<(S
     ))
 }
 
+/// One request with a bearer credential and an optional JSON body; answers its status.
 pub(crate) async fn request(
     sender: &mut hyper::client::conn::http1::SendRequest<Full<Bytes>>,
-    method: &str,
+    method: &'static str,
     addr: &str,
     path: &str,
     key: &str,
     body: Option<&str>,
 ) -> Result<u16> {
-    let mut b = hyper::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", addr)
-        .header("authorization", format!("Bearer {key}"));
-    if body.is_some() {
-        b = b.header("content-type", "application/json");
+    let probe = Probe {
+        method,
+        body: body.map(|b| ("application/json", Bytes::from(b.to_string()))),
+        ..Probe::get(path, key)
+    };
+    probe.send(sender, addr).await
+}
+
+/// `POST path` with a JSON body and a bearer credential; answers the JSON the server returned,
+/// or an error naming the status when it is not `expect`.
+pub(crate) async fn post_json(
+    sender: &mut hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+    addr: &str,
+    path: &str,
+    key: &str,
+    body: &serde_json::Value,
+    expect: u16,
+) -> Result<serde_json::Value> {
+    let probe = Probe {
+        method: "POST",
+        body: Some(("application/json", Bytes::from(body.to_string()))),
+        ..Probe::get(path, key)
+    };
+    let (status, bytes) = probe.call(sender, addr).await?;
+    if status != expect {
+        bail!(
+            "POST {path} answered {status}: {}",
+            String::from_utf8_lossy(&bytes)
+        );
     }
-    let req = b.body(Full::new(Bytes::from(body.unwrap_or_default().to_string())))?;
-    sender.ready().await?;
-    let resp = sender.send_request(req).await?;
-    let status = resp.status().as_u16();
-    resp.into_body().collect().await?;
-    Ok(status)
+    Ok(serde_json::from_slice(&bytes)?)
 }
 
 pub(crate) async fn connect(
@@ -198,11 +216,87 @@ pub(crate) async fn connect(
     Ok(sender)
 }
 
+#[derive(Default)]
 pub(crate) struct Load {
     pub(crate) requests: u64,
     pub(crate) errors: u64,
     pub(crate) seconds: f64,
+    /// Sorted.
     pub(crate) latencies_us: Vec<u32>,
+}
+
+impl Load {
+    pub(crate) fn per_second(&self) -> f64 {
+        self.requests as f64 / self.seconds
+    }
+
+    /// Adds another run of the same load (its requests, time and latencies).
+    pub(crate) fn add(&mut self, other: Load) {
+        self.requests += other.requests;
+        self.errors += other.errors;
+        self.seconds += other.seconds;
+        self.latencies_us.extend(other.latencies_us);
+        self.latencies_us.sort_unstable();
+    }
+}
+
+/// One request a load sends again and again: method, path, the whole `Authorization` value (none
+/// when empty), an
+/// optional form or JSON body, and the status that counts as a success.
+#[derive(Clone)]
+pub(crate) struct Probe {
+    pub(crate) method: &'static str,
+    pub(crate) path: String,
+    pub(crate) authorization: String,
+    pub(crate) body: Option<(&'static str, Bytes)>,
+    pub(crate) expect: u16,
+}
+
+impl Probe {
+    /// `GET path` with a bearer credential (an API key or an access token).
+    pub(crate) fn get(path: &str, bearer: &str) -> Self {
+        Probe {
+            method: "GET",
+            path: path.into(),
+            authorization: format!("Bearer {bearer}"),
+            body: None,
+            expect: 200,
+        }
+    }
+
+    async fn send(
+        &self,
+        sender: &mut hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+        addr: &str,
+    ) -> Result<u16> {
+        Ok(self.call(sender, addr).await?.0)
+    }
+
+    /// Sends the request once; answers the status and the body.
+    pub(crate) async fn call(
+        &self,
+        sender: &mut hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+        addr: &str,
+    ) -> Result<(u16, Bytes)> {
+        let mut b = hyper::Request::builder()
+            .method(self.method)
+            .uri(&self.path)
+            .header("host", addr);
+        if !self.authorization.is_empty() {
+            b = b.header("authorization", &self.authorization);
+        }
+        let body = match &self.body {
+            Some((content_type, body)) => {
+                b = b.header("content-type", *content_type);
+                body.clone()
+            }
+            None => Bytes::new(),
+        };
+        sender.ready().await?;
+        let resp = sender.send_request(b.body(Full::new(body))?).await?;
+        let status = resp.status().as_u16();
+        Ok((status, resp.into_body().collect().await?.to_bytes()))
+    }
 }
 
 /// `connections` keep-alive connections send `GET path` back to back for `duration`.
@@ -213,19 +307,32 @@ pub(crate) async fn load(
     connections: usize,
     duration: Duration,
 ) -> Result<Load> {
+    load_probe(addr, &Probe::get(path, key), connections, duration).await
+}
+
+/// `connections` keep-alive connections send `probe` back to back for `duration`; answers with
+/// another status than `probe.expect` count as errors.
+pub(crate) async fn load_probe(
+    addr: &str,
+    probe: &Probe,
+    connections: usize,
+    duration: Duration,
+) -> Result<Load> {
     let started = Instant::now();
     let deadline = started + duration;
     let mut tasks = Vec::new();
     for _ in 0..connections {
-        let (addr, key, path) = (addr.to_string(), key.to_string(), path.to_string());
+        let (addr, probe) = (addr.to_string(), probe.clone());
         tasks.push(tokio::spawn(async move {
             let mut sender = connect(&addr).await?;
             let mut lat = Vec::with_capacity(100_000);
             let mut errors = 0u64;
             while Instant::now() < deadline {
                 let t = Instant::now();
-                match request(&mut sender, "GET", &addr, &path, &key, None).await {
-                    Ok(200) => lat.push(t.elapsed().as_micros().min(u32::MAX as u128) as u32),
+                match probe.send(&mut sender, &addr).await {
+                    Ok(s) if s == probe.expect => {
+                        lat.push(t.elapsed().as_micros().min(u32::MAX as u128) as u32)
+                    }
                     Ok(_) => errors += 1,
                     Err(_) => {
                         errors += 1;
@@ -259,6 +366,37 @@ pub(crate) fn pct(sorted: &[u32], p: f64) -> f64 {
     }
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     f64::from(sorted[i]) / 1000.0
+}
+
+/// The backends a suite measures: SQLite (unless `--no-sqlite`), then a fresh PostgreSQL
+/// database when a server is given and reachable (its URL beside the name).
+pub(crate) fn backends(o: &Options) -> Vec<(&'static str, Option<String>)> {
+    let mut backends = Vec::new();
+    if !o.no_sqlite {
+        backends.push(("SQLite", None));
+    }
+    if let Some(url) = &o.postgres_url {
+        match create_postgres_db(url) {
+            Ok(db) => backends.push(("PostgreSQL", Some(db))),
+            Err(e) => eprintln!("PostgreSQL skipped: {e}"),
+        }
+    }
+    backends
+}
+
+/// Drops a benchmark's PostgreSQL database (nothing for SQLite, whose directory the server
+/// removes).
+pub(crate) fn drop_database(url: Option<&str>, base_url: Option<&str>) {
+    if let (Some(db), Some(base_url)) = (url, base_url) {
+        let db_name = db.rsplit('/').next().unwrap_or_default();
+        let _ = Command::new("psql")
+            .args([
+                base_url,
+                "-qc",
+                &format!("DROP DATABASE IF EXISTS {db_name} WITH (FORCE)"),
+            ])
+            .status();
+    }
 }
 
 pub(crate) fn create_postgres_db(url: &str) -> Result<String> {

@@ -1,11 +1,12 @@
 //! `plantd-bench SUITE`: benchmarks of plantd that print tables (not tests), each running the
-//! release server as a separate process: `api`, `telemetry`, `sim`, `connectors`, `alerts`
+//! release server as a separate process: `api`, `identity`, `telemetry`, `sim`, `connectors`, `alerts`
 //! (docs/benchmarks.md).
 
 mod alerts;
 mod api;
 mod connectors;
 mod harness;
+mod identity;
 mod sim;
 mod telemetry;
 
@@ -15,6 +16,7 @@ use anyhow::Result;
 async fn main() -> Result<()> {
     let o = harness::options()?;
     match o.suite.as_str() {
+        "identity" => identity::run(&o).await,
         "telemetry" => telemetry::run(&o).await,
         "sim" => sim::run(&o).await,
         "connectors" => connectors::run(&o).await,

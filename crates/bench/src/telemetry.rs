@@ -9,7 +9,7 @@ use hyper::body::Bytes;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::harness::{Options, Server, connect, create_postgres_db, pct, start_server};
+use crate::harness::{Options, Server, backends, connect, drop_database, pct, start_server};
 
 const DAY: i64 = 86_400_000;
 /// Keys per ingest connection (the endpoint limit is per key).
@@ -249,16 +249,7 @@ fn row(backend: &str, work: &str, system: &str, f: &Figure, unit: &str, ratio: O
 }
 
 pub async fn run(o: &Options) -> Result<()> {
-    let mut backends: Vec<(&str, Option<String>)> = Vec::new();
-    if !o.no_sqlite {
-        backends.push(("SQLite", None));
-    }
-    if let Some(url) = &o.postgres_url {
-        match create_postgres_db(url) {
-            Ok(db) => backends.push(("PostgreSQL", Some(db))),
-            Err(e) => eprintln!("PostgreSQL skipped: {e}"),
-        }
-    }
+    let backends = backends(o);
     // Four writers, each with one batch in flight: with more, throughput stays and each ack
     // waits longer (latency = points in flight / throughput).
     let connections = o.connections.unwrap_or(4).clamp(1, 16);
@@ -570,18 +561,4 @@ pub async fn fan_out(
     let secs = started.elapsed().as_secs_f64();
     let delivered = received.load(Ordering::Relaxed) as f64;
     Ok((delivered / secs, delivered / (subscribers * batches) as f64))
-}
-
-/// Drops the benchmark's PostgreSQL database (nothing for SQLite).
-fn drop_database(url: Option<&str>, base_url: Option<&str>) {
-    if let (Some(db), Some(base_url)) = (url, base_url) {
-        let db_name = db.rsplit('/').next().unwrap_or_default();
-        let _ = Command::new("psql")
-            .args([
-                base_url,
-                "-qc",
-                &format!("DROP DATABASE IF EXISTS {db_name} WITH (FORCE)"),
-            ])
-            .status();
-    }
 }
