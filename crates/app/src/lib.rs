@@ -13,6 +13,7 @@ pub mod audit;
 mod caller;
 mod config;
 mod connectors;
+pub mod dashboards;
 pub mod data_sources;
 mod deliveries;
 mod error;

@@ -43,6 +43,7 @@ impl Severity {
 pub enum AuditCategory {
     System,
     DataSources,
+    Dashboards,
     Alerts,
     Webhooks,
     Telemetry,
@@ -57,9 +58,10 @@ pub enum AuditCategory {
 }
 
 impl AuditCategory {
-    pub const ALL: [AuditCategory; 13] = [
+    pub const ALL: [AuditCategory; 14] = [
         AuditCategory::System,
         AuditCategory::DataSources,
+        AuditCategory::Dashboards,
         AuditCategory::Alerts,
         AuditCategory::Webhooks,
         AuditCategory::Telemetry,
@@ -77,6 +79,7 @@ impl AuditCategory {
         match self {
             AuditCategory::System => "system",
             AuditCategory::DataSources => "data_sources",
+            AuditCategory::Dashboards => "dashboards",
             AuditCategory::Alerts => "alerts",
             AuditCategory::Webhooks => "webhooks",
             AuditCategory::Telemetry => "telemetry",
@@ -150,6 +153,15 @@ audit_events! {
     DataSourceDelete => "data_source.delete", DataSources, "data_source", Info;
     DataSourceTest => "data_source.test", DataSources, "data_source", Info;
 
+    DashboardList => "dashboard.list", Dashboards, "dashboard", Info;
+    DashboardCreate => "dashboard.create", Dashboards, "dashboard", Info;
+    DashboardRead => "dashboard.read", Dashboards, "dashboard", Info;
+    DashboardUpdate => "dashboard.update", Dashboards, "dashboard", Info;
+    DashboardDelete => "dashboard.delete", Dashboards, "dashboard", Info;
+    DashboardDuplicate => "dashboard.duplicate", Dashboards, "dashboard", Info;
+    DashboardExport => "dashboard.export", Dashboards, "dashboard", Info;
+    DashboardImport => "dashboard.import", Dashboards, "dashboard", Info;
+
     AlertRuleList => "alert_rule.list", Alerts, "alert_rule", Info;
     AlertRuleCreate => "alert_rule.create", Alerts, "alert_rule", Info;
     AlertRuleRead => "alert_rule.read", Alerts, "alert_rule", Info;
@@ -173,6 +185,7 @@ audit_events! {
     TelemetryIngest => "telemetry.ingest", Telemetry, "telemetry", Info;
     TelemetryQuery => "telemetry.query", Telemetry, "telemetry", Info;
     TelemetryLatest => "telemetry.latest", Telemetry, "telemetry", Info;
+    TelemetrySeries => "telemetry.series", Telemetry, "telemetry", Info;
     StreamOpen => "stream.open", Stream, "stream", Info;
 
     ApiKeyList => "api_key.list", ApiKeys, "api_key", Info;

@@ -5,6 +5,7 @@ mod alerts;
 mod api_keys;
 mod audit;
 mod auth;
+mod dashboards;
 mod data_sources;
 mod notifications;
 mod oauth_apps;
@@ -22,6 +23,7 @@ pub fn all() -> Vec<Route> {
     [
         system::routes(),
         data_sources::routes(),
+        dashboards::routes(),
         alerts::routes(),
         webhooks::routes(),
         notifications::routes(),

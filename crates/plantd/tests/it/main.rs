@@ -9,6 +9,7 @@ mod cli;
 mod connectors;
 mod conventions;
 mod crash;
+mod dashboards;
 mod data_sources;
 mod identity;
 mod oauth;
