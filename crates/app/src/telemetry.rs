@@ -26,6 +26,64 @@ pub struct Stored {
     pub alerts: Duration,
 }
 
+/// Bucket widths of downsampled series (ms): the smallest one at least as wide as the range
+/// divided by the chart's width is used, so buckets align with the rollups where they can.
+const SERIES_BUCKETS_MS: [i64; 20] = [
+    1_000,
+    2_000,
+    5_000,
+    10_000,
+    15_000,
+    30_000,
+    60_000,
+    120_000,
+    300_000,
+    600_000,
+    900_000,
+    1_800_000,
+    3_600_000,
+    7_200_000,
+    10_800_000,
+    21_600_000,
+    43_200_000,
+    86_400_000,
+    172_800_000,
+    604_800_000,
+];
+
+/// What a chart asks for: tags of one asset over `[start, end)`, drawn `width` pixels wide.
+#[derive(Clone, Debug)]
+pub struct SeriesRequest {
+    pub data_source_id: Option<String>,
+    pub asset_id: String,
+    pub tags: Vec<String>,
+    pub start: Timestamp,
+    pub end: Timestamp,
+    pub width: u32,
+}
+
+/// One tag's series as a chart draws it: raw points when at most two per pixel fit, else per
+/// bucket the minimum, maximum and average (`downsampled`). Times in Unix milliseconds.
+#[derive(Clone, Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct Series {
+    pub tag_name: String,
+    pub downsampled: bool,
+    /// The bucket width when downsampled.
+    pub bucket_ms: Option<i64>,
+    /// Raw points in the range.
+    pub points: u64,
+    /// Point times, or bucket starts.
+    pub t: Vec<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<Vec<f64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min: Option<Vec<f64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max: Option<Vec<f64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub avg: Option<Vec<f64>>,
+}
+
 /// The rate-limit bucket counting an organization's telemetry points.
 pub(crate) fn points_bucket(org_id: &str) -> String {
     format!("points:{org_id}")
@@ -186,6 +244,81 @@ impl App {
             .tsdb()
             .query_aggregated(org_id, filter, aggregation, interval_ms, page)
             .await?)
+    }
+
+    /// Each tag's series over the range, never more than two values per pixel of `width`: raw
+    /// points when they fit, else min, max and average per bucket (exact, from the rollups
+    /// where the bucket width allows).
+    pub async fn telemetry_series(
+        &self,
+        org_id: &str,
+        r: &SeriesRequest,
+    ) -> AppResult<Vec<Series>> {
+        let span = r.end.millis() - r.start.millis();
+        let width = i64::from(r.width.max(1));
+        let mut out = Vec::with_capacity(r.tags.len());
+        for tag in &r.tags {
+            let filter = TelemetryFilter {
+                data_source_id: r.data_source_id.clone(),
+                asset_id: Some(r.asset_id.clone()),
+                tag_name: Some(tag.clone()),
+                start: r.start,
+                end: r.end,
+            };
+            let points: i64 = self
+                .tsdb()
+                .query_buckets(org_id, &filter, None)
+                .await?
+                .iter()
+                .map(|b| b.stats.count)
+                .sum();
+            if points <= 2 * width {
+                let per_page = u32::try_from(points.max(1)).unwrap_or(u32::MAX);
+                let raw = self
+                    .tsdb()
+                    .query_raw(org_id, &filter, Page { page: 1, per_page })
+                    .await?;
+                out.push(Series {
+                    tag_name: tag.clone(),
+                    downsampled: false,
+                    bucket_ms: None,
+                    points: points as u64,
+                    t: raw.items.iter().map(|p| p.timestamp.millis()).collect(),
+                    value: Some(raw.items.iter().map(|p| p.value).collect()),
+                    min: None,
+                    max: None,
+                    avg: None,
+                });
+                continue;
+            }
+            let wanted = (span + width - 1) / width;
+            let bucket = SERIES_BUCKETS_MS
+                .iter()
+                .copied()
+                .find(|b| *b >= wanted)
+                .unwrap_or(SERIES_BUCKETS_MS[SERIES_BUCKETS_MS.len() - 1]);
+            let buckets = self
+                .tsdb()
+                .query_buckets(org_id, &filter, Some(bucket))
+                .await?;
+            out.push(Series {
+                tag_name: tag.clone(),
+                downsampled: true,
+                bucket_ms: Some(bucket),
+                points: points as u64,
+                t: buckets.iter().map(|b| b.start.millis()).collect(),
+                value: None,
+                min: Some(buckets.iter().map(|b| b.stats.min).collect()),
+                max: Some(buckets.iter().map(|b| b.stats.max).collect()),
+                avg: Some(
+                    buckets
+                        .iter()
+                        .map(|b| b.stats.value(Aggregation::Avg))
+                        .collect(),
+                ),
+            });
+        }
+        Ok(out)
     }
 
     /// The latest value of each tag of an asset (of `tags` when given).

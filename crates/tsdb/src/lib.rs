@@ -20,7 +20,7 @@ mod tsdb;
 pub use error::{Result, TsdbError};
 pub use latest::LatestValue;
 pub use levels::{DAY, HOUR, MINUTE};
-pub use query::{AggregatedRow, RawRow, TelemetryFilter};
+pub use query::{AggregatedRow, Bucket, BucketStats, RawRow, TelemetryFilter};
 pub use retention::{Retention, RetentionReport};
 pub use storage::{RAW_POINT_BYTES, ROLLUP_ROW_BYTES, over_quota};
 pub use tsdb::Tsdb;

@@ -58,16 +58,27 @@ fn series_where(org_id: &str, f: &TelemetryFilter, first: usize) -> (String, Vec
     (sql, args)
 }
 
-#[derive(Clone, Copy, Debug, Default)]
-struct Partial {
-    count: i64,
-    sum: f64,
-    min: f64,
-    max: f64,
+/// What a bucket of one series holds: its points' count, sum, minimum and maximum.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BucketStats {
+    pub count: i64,
+    pub sum: f64,
+    pub min: f64,
+    pub max: f64,
 }
 
-impl Partial {
-    fn merge(&mut self, o: Partial) {
+/// One series' bucket.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Bucket {
+    pub asset_id: String,
+    pub tag_name: String,
+    /// Start of the bucket (of the range when no width was asked).
+    pub start: Timestamp,
+    pub stats: BucketStats,
+}
+
+impl BucketStats {
+    fn merge(&mut self, o: BucketStats) {
         if self.count == 0 {
             *self = o;
         } else if o.count > 0 {
@@ -77,7 +88,7 @@ impl Partial {
             self.max = self.max.max(o.max);
         }
     }
-    fn value(self, agg: Aggregation) -> f64 {
+    pub fn value(self, agg: Aggregation) -> f64 {
         match agg {
             Aggregation::Avg => self.sum / self.count as f64,
             Aggregation::Min => self.min,
@@ -201,8 +212,34 @@ impl Queries<'_> {
         bucket: Option<i64>,
         page: Page,
     ) -> Result<Paged<AggregatedRow>> {
+        let buckets = self.query_buckets(org_id, f, bucket).await?;
+        let total = buckets.len() as u64;
+        let items = buckets
+            .into_iter()
+            .skip(page.offset() as usize)
+            .take(page.limit() as usize)
+            .map(|b| AggregatedRow {
+                timestamp: b.start,
+                asset_id: b.asset_id,
+                tag_name: b.tag_name,
+                value: b.stats.value(agg),
+                count: b.stats.count as u64,
+            })
+            .collect();
+        Ok(Paged { items, total })
+    }
+
+    /// Every non-empty bucket of every series (`bucket` ms wide, aligned to UTC; the whole
+    /// range when `None`) with its count, sum, minimum and maximum, ordered by time, then asset
+    /// and tag.
+    pub async fn query_buckets(
+        &self,
+        org_id: &str,
+        f: &TelemetryFilter,
+        bucket: Option<i64>,
+    ) -> Result<Vec<Bucket>> {
         let (series, args) = series_where(org_id, f, 3);
-        let mut merged: HashMap<(String, String, i64), Partial> = HashMap::new();
+        let mut merged: HashMap<(String, String, i64), BucketStats> = HashMap::new();
         for piece in pieces(f.start.millis(), f.end.millis(), bucket) {
             let (table, col, count, sum, min, max, level) = match piece.level {
                 None => (
@@ -245,7 +282,7 @@ impl Queries<'_> {
                 q = q.bind(a.clone());
             }
             for r in q.fetch_all(self.0).await? {
-                let part = Partial {
+                let part = BucketStats {
                     count: r.try_get("n")?,
                     sum: r.try_get("total")?,
                     min: r.try_get("lo")?,
@@ -264,27 +301,20 @@ impl Queries<'_> {
                 merged.entry(key).or_default().merge(part);
             }
         }
-        let mut rows: Vec<AggregatedRow> = merged
+        let mut rows: Vec<Bucket> = merged
             .into_iter()
             .filter(|(_, p)| p.count > 0)
-            .map(|((asset_id, tag_name, ts), p)| AggregatedRow {
-                timestamp: Timestamp::from_millis(ts),
+            .map(|((asset_id, tag_name, ts), stats)| Bucket {
                 asset_id,
                 tag_name,
-                value: p.value(agg),
-                count: p.count as u64,
+                start: Timestamp::from_millis(ts),
+                stats,
             })
             .collect();
         rows.sort_by(|a, b| {
-            (a.timestamp, &a.asset_id, &a.tag_name).cmp(&(b.timestamp, &b.asset_id, &b.tag_name))
+            (a.start, &a.asset_id, &a.tag_name).cmp(&(b.start, &b.asset_id, &b.tag_name))
         });
-        let total = rows.len() as u64;
-        let items = rows
-            .into_iter()
-            .skip(page.offset() as usize)
-            .take(page.limit() as usize)
-            .collect();
-        Ok(Paged { items, total })
+        Ok(rows)
     }
 }
 

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use crate::error::Result;
 use crate::ingest::{self, Writer};
 use crate::latest::{LatestCache, LatestValue};
-use crate::query::{AggregatedRow, Queries, RawRow, TelemetryFilter};
+use crate::query::{AggregatedRow, Bucket, Queries, RawRow, TelemetryFilter};
 use crate::retention::{self, Retention, RetentionReport};
 use crate::state::Shared;
 
@@ -85,6 +85,19 @@ impl Tsdb {
     ) -> Result<Paged<AggregatedRow>> {
         Queries(self.shared.store.pool())
             .query_aggregated(org_id, f, agg, bucket_ms, page)
+            .await
+    }
+
+    /// Every non-empty bucket of every series in the filter, with count, sum, minimum and
+    /// maximum (for charts that show a band instead of every point).
+    pub async fn query_buckets(
+        &self,
+        org_id: &str,
+        f: &TelemetryFilter,
+        bucket_ms: Option<i64>,
+    ) -> Result<Vec<Bucket>> {
+        Queries(self.shared.store.pool())
+            .query_buckets(org_id, f, bucket_ms)
             .await
     }
 

@@ -1,11 +1,14 @@
-//! Telemetry (SPEC 2.3, 4.2, 8.3, 8.5): ingest, raw and aggregated queries, latest values.
+//! Telemetry (SPEC 2.3, 4.2, 8.3, 8.5): ingest, raw and aggregated queries, latest values, and
+//! downsampled series for charts.
 
 use axum::extract::State;
 use axum::response::Response;
+use plantd_app::telemetry::{Series, SeriesRequest};
 use plantd_model::FieldError;
 use plantd_model::Scope::{ReadTelemetry, WriteTelemetry};
 use plantd_model::Timestamp;
 use plantd_model::audit::AuditEvent;
+use plantd_model::dashboard::MAX_TAGS_PER_WIDGET;
 use plantd_model::telemetry::{
     Aggregation, Interval, Quality, check_name, parse_batch, validate_points,
 };
@@ -35,6 +38,10 @@ pub(crate) fn routes() -> Vec<Route> {
         route!(
             latest,
             Policy::scope(ReadTelemetry, AuditEvent::TelemetryLatest)
+        ),
+        route!(
+            series,
+            Policy::scope(ReadTelemetry, AuditEvent::TelemetrySeries).limit(600, 60)
         ),
     ]
 }
@@ -146,6 +153,31 @@ pub struct TelemetryQuery {
     pub per_page: Option<i64>,
 }
 
+/// `[start, end)` from the query's RFC 3339 texts: `end` defaults to now, `start` to one hour
+/// before `end`; faults are added to `errors`.
+fn time_range(
+    errors: &mut Vec<FieldError>,
+    start: &Option<String>,
+    end: &Option<String>,
+) -> (Timestamp, Timestamp) {
+    let mut time = |field: &str, text: &Option<String>| {
+        text.as_deref()
+            .filter(|t| !t.trim().is_empty())
+            .and_then(|t| {
+                Timestamp::parse(t)
+                    .map_err(|m| errors.push(FieldError::new(field, m)))
+                    .ok()
+            })
+    };
+    let end = time("end", end).unwrap_or_else(Timestamp::now);
+    let start =
+        time("start", start).unwrap_or_else(|| Timestamp::from_millis(end.millis() - 3_600_000));
+    if start >= end {
+        errors.push(FieldError::new("end", "must be after start"));
+    }
+    (start, end)
+}
+
 #[derive(Serialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum TelemetryRow {
@@ -164,28 +196,13 @@ async fn query(
 ) -> ApiResult<Response> {
     let page = page_of(q.page, q.per_page)?;
     let mut errors = Vec::new();
-    let mut time = |field: &str, text: &Option<String>| {
-        text.as_deref()
-            .filter(|t| !t.trim().is_empty())
-            .and_then(|t| {
-                Timestamp::parse(t)
-                    .map_err(|m| errors.push(FieldError::new(field, m)))
-                    .ok()
-            })
-    };
-    let end = time("end", &q.end);
-    let start = time("start", &q.start);
+    let (start, end) = time_range(&mut errors, &q.start, &q.end);
     for (field, v) in [("asset_id", &q.asset_id), ("tag_name", &q.tag_name)] {
         if let Some(v) = v
             && let Err(m) = check_name(v)
         {
             errors.push(FieldError::new(field, m));
         }
-    }
-    let end = end.unwrap_or_else(Timestamp::now);
-    let start = start.unwrap_or_else(|| Timestamp::from_millis(end.millis() - 3_600_000));
-    if start >= end {
-        errors.push(FieldError::new("end", "must be after start"));
     }
     if !errors.is_empty() {
         return Err(ApiError::Validation(errors));
@@ -272,4 +289,90 @@ async fn latest(
         })
         .collect();
     Ok(ok(rows))
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct SeriesQuery {
+    pub data_source_id: Option<String>,
+    /// Required.
+    pub asset_id: Option<String>,
+    /// Required: 1..8 comma-separated tag names.
+    pub tags: Option<String>,
+    /// Inclusive start (RFC 3339); default: one hour before `end`.
+    pub start: Option<String>,
+    /// Exclusive end (RFC 3339); default: now.
+    pub end: Option<String>,
+    /// The chart's width in pixels, 10..10,000 (default 1,000): at most two values per pixel
+    /// are sent.
+    #[param(minimum = 10, maximum = 10000)]
+    #[serde(default, deserialize_with = "plantd_model::page::opt_i64")]
+    pub width: Option<i64>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct SeriesView {
+    pub start: Timestamp,
+    pub end: Timestamp,
+    pub width: u32,
+    pub series: Vec<Series>,
+}
+
+/// Extension for charts: each tag's series over the range in one request, downsampled by the
+/// server to at most two values (minimum and maximum, with the average) per pixel of `width`
+/// when the raw points would not fit; raw points when they do.
+#[utoipa::path(get, path = "/telemetry/series", tag = "telemetry", params(SeriesQuery),
+    responses((status = 200, body = Data<SeriesView>)))]
+async fn series(
+    State(state): State<AppState>,
+    caller: Auth,
+    ValidQuery(q): ValidQuery<SeriesQuery>,
+) -> ApiResult<Response> {
+    let mut errors = Vec::new();
+    let (start, end) = time_range(&mut errors, &q.start, &q.end);
+    let asset_id = q.asset_id.unwrap_or_default();
+    if let Err(m) = check_name(&asset_id) {
+        errors.push(FieldError::new("asset_id", m));
+    }
+    let tags: Vec<String> = q
+        .tags
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(str::to_string)
+        .collect();
+    if tags.is_empty() || tags.len() > MAX_TAGS_PER_WIDGET {
+        errors.push(FieldError::new(
+            "tags",
+            format!("must name 1 to {MAX_TAGS_PER_WIDGET} tags, comma-separated"),
+        ));
+    }
+    for t in &tags {
+        if let Err(m) = check_name(t) {
+            errors.push(FieldError::new("tags", format!("{t}: {m}")));
+        }
+    }
+    let width = q.width.unwrap_or(1000);
+    if !(10..=10_000).contains(&width) {
+        errors.push(FieldError::new("width", "must be 10 to 10000"));
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::Validation(errors));
+    }
+    let request = SeriesRequest {
+        data_source_id: q.data_source_id,
+        asset_id,
+        tags,
+        start,
+        end,
+        width: width as u32,
+    };
+    let series = state.app.telemetry_series(&caller.org_id, &request).await?;
+    Ok(ok(SeriesView {
+        start,
+        end,
+        width: request.width,
+        series,
+    }))
 }

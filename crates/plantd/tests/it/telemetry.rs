@@ -688,3 +688,92 @@ async fn values_round_trip_exactly() {
     let want: Vec<u64> = values.iter().map(|v| (v + 0.0).to_bits()).collect();
     assert_eq!(got, want, "{}", r.text);
 }
+
+/// `GET /telemetry/series`: raw points when two per pixel fit, else exact minimum, maximum and
+/// average per bucket, at most one bucket per pixel; several tags in one request; another
+/// organization sees nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn series_are_downsampled_to_the_chart_width() {
+    let app = spawn_app().await;
+    let k = app.admin_key.as_str();
+    let b = base();
+    // 3,000 points a second apart for T, a sawtooth; 10 points for U.
+    let points: Vec<Value> = (0..3000)
+        .map(|i| point("P", "T", (i % 97) as f64, b + i * 1000))
+        .chain((0..10).map(|i| point("P", "U", i as f64, b + i * 60_000)))
+        .collect();
+    assert_eq!(ingest(&app, k, points).await, 3010);
+    let range = format!("start={}&end={}", ts(b), ts(b + HOUR));
+    let wide = app
+        .get(
+            &format!("/telemetry/series?asset_id=P&tags=T,U&{range}&width=1500"),
+            k,
+        )
+        .await
+        .expect(200);
+    let s = &wide.json["data"]["series"];
+    assert_eq!(s[0]["tag_name"], "T");
+    assert_eq!(s[0]["downsampled"], false);
+    assert_eq!(s[0]["points"], 3000);
+    assert_eq!(s[0]["t"].as_array().unwrap().len(), 3000);
+    assert_eq!(s[0]["t"][1], b + 1000);
+    assert_eq!(s[0]["value"][96], 96.0);
+    assert_eq!(s[1]["tag_name"], "U");
+    assert_eq!(s[1]["value"].as_array().unwrap().len(), 10);
+
+    // 100 px: 3,600 s / 100 = 36 s, so one-minute buckets (60 of them) with exact extremes.
+    let narrow = app
+        .get(
+            &format!("/telemetry/series?asset_id=P&tags=T&{range}&width=100"),
+            k,
+        )
+        .await
+        .expect(200);
+    let t = &narrow.json["data"]["series"][0];
+    assert_eq!(t["downsampled"], true, "{}", narrow.text);
+    assert_eq!(t["bucket_ms"], 60_000);
+    assert_eq!(t["points"], 3000);
+    let starts = t["t"].as_array().unwrap();
+    assert_eq!(starts.len(), 50, "3,000 s of points fill 50 minutes");
+    for (m, start) in starts.iter().enumerate() {
+        let values: Vec<f64> = (m as i64 * 60..m as i64 * 60 + 60)
+            .map(|i| (i % 97) as f64)
+            .collect();
+        assert_eq!(start.as_i64().unwrap(), b + m as i64 * 60_000);
+        let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let avg = values.iter().sum::<f64>() / 60.0;
+        assert_eq!(t["min"][m].as_f64().unwrap(), min);
+        assert_eq!(t["max"][m].as_f64().unwrap(), max);
+        assert!((t["avg"][m].as_f64().unwrap() - avg).abs() < 1e-9);
+    }
+    assert!(t.get("value").is_none());
+
+    for (query, field) in [
+        ("tags=T", "asset_id"),
+        ("asset_id=P", "tags"),
+        ("asset_id=P&tags=a,b,c,d,e,f,g,h,i", "tags"),
+        ("asset_id=P&tags=T&width=5", "width"),
+        (
+            "asset_id=P&tags=T&start=2026-01-02T00:00:00Z&end=2026-01-01T00:00:00Z",
+            "end",
+        ),
+    ] {
+        let r = app
+            .get(&format!("/telemetry/series?{query}"), k)
+            .await
+            .expect(400);
+        assert_eq!(r.json["error"]["details"][0]["field"], field, "{query}");
+    }
+    let (_, other) = app.other_org("Other plant", Tier::Professional).await;
+    let theirs = app
+        .get(
+            &format!("/telemetry/series?asset_id=P&tags=T&{range}"),
+            &other,
+        )
+        .await
+        .expect(200);
+    assert_eq!(theirs.json["data"]["series"][0]["points"], 0);
+    assert_eq!(theirs.json["data"]["series"][0]["t"], json!([]));
+    app.stop().await;
+}
