@@ -16,6 +16,7 @@ mod connectors;
 pub mod dashboards;
 pub mod data_sources;
 mod deliveries;
+pub mod demo;
 mod error;
 pub mod events;
 mod key_cache;

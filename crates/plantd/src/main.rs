@@ -1,5 +1,6 @@
-//! The `plantd` command: `serve` runs the cloud service; `keys`, `orgs` and `users` are operator
-//! commands that work beside a running server on the same database.
+//! The `plantd` command: `up` runs the platform with a simulated plant for a first look, `serve`
+//! runs the cloud service; `keys`, `orgs` and `users` are operator commands that work beside a
+//! running server on the same database.
 
 mod config;
 mod signals;
@@ -41,7 +42,22 @@ struct StorageArgs {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the cloud service (REST API under /v1).
+    /// Start the platform and a simulated plant: the console, a demo organization with an OPC UA
+    /// data source on the simulator, dashboards and alert rules (created once).
+    Up {
+        /// Address to listen on [default: 127.0.0.1:8000].
+        #[arg(long, env = "PLANTD_LISTEN")]
+        listen: Option<String>,
+        /// Do not start the simulator (the demo data source still reads --sim-port).
+        #[arg(long)]
+        no_sim: bool,
+        /// The simulator's OPC UA port (0: a free one).
+        #[arg(long, default_value_t = 4840)]
+        sim_port: u16,
+        #[command(flatten)]
+        storage: StorageArgs,
+    },
+    /// Run the cloud service (web console at /, REST API under /v1).
     Serve {
         /// Address to listen on [default: 127.0.0.1:8000].
         #[arg(long, env = "PLANTD_LISTEN")]
@@ -194,7 +210,26 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             init_logging();
             let (file, storage_cfg, store) = open_store(&storage).await?;
             let cfg = ServeConfig::resolve(file, listen, storage_cfg)?;
-            serve(cfg, store).await
+            serve(cfg, store, None).await
+        }
+        Command::Up {
+            listen,
+            no_sim,
+            sim_port,
+            storage,
+        } => {
+            init_logging();
+            let (file, storage_cfg, store) = open_store(&storage).await?;
+            let cfg = ServeConfig::resolve(file, listen, storage_cfg)?;
+            serve(
+                cfg,
+                store,
+                Some(Demo {
+                    run_simulator: !no_sim,
+                    sim_port,
+                }),
+            )
+            .await
         }
         Command::Keys {
             command:
@@ -297,17 +332,95 @@ fn lock_sqlite(database_url: &str) -> anyhow::Result<Option<std::fs::File>> {
     }
 }
 
-async fn serve(cfg: ServeConfig, store: plantd_store::Store) -> anyhow::Result<()> {
+/// What `plantd up` adds to `plantd serve`: the simulator in this process and the demo plant.
+struct Demo {
+    run_simulator: bool,
+    sim_port: u16,
+}
+
+/// Completes when `stop` turns true (the shutdown signal, shared by the servers of one process).
+async fn stopped(mut stop: tokio::sync::watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+/// Starts the simulator in this process (default plant, OPC UA only) on `port`.
+async fn start_simulator(
+    port: u16,
+    data_dir: &std::path::Path,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<tokio::task::JoinHandle<Result<(), String>>> {
+    // Refuse a busy port now rather than from inside the task.
+    drop(
+        tokio::net::TcpListener::bind(("127.0.0.1", port))
+            .await
+            .with_context(|| {
+                format!("the simulator's OPC UA port {port} is in use; pass --sim-port PORT, or --no-sim to use the simulator already running there")
+            })?,
+    );
+    let options = plantd_sim::server::Options {
+        host: "127.0.0.1".into(),
+        opcua_port: port,
+        api_port: 0,
+        modbus_port: None,
+        seed: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64),
+        pki_dir: data_dir.join("pki-sim"),
+    };
+    Ok(tokio::spawn(async move {
+        let result = plantd_sim::server::run(
+            plantd_sim::SimConfig::default_plant(),
+            options,
+            stopped(stop),
+        )
+        .await;
+        if let Err(e) = &result {
+            tracing::error!(error = %e, "the simulator stopped");
+        }
+        result
+    }))
+}
+
+async fn serve(
+    cfg: ServeConfig,
+    store: plantd_store::Store,
+    demo: Option<Demo>,
+) -> anyhow::Result<()> {
     let _lock = lock_sqlite(&cfg.storage.database_url)?;
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
         .with_context(|| format!("cannot listen on {}", cfg.listen))?;
     let addr = listener.local_addr()?;
-    let first = operator::first_start(&store).await?;
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        signals::shutdown().await;
+        let _ = stop_tx.send(true);
+    });
+    let mut demo = demo;
+    if let Some(d) = demo.as_mut().filter(|d| d.run_simulator && d.sim_port == 0) {
+        // Port 0: a free port, chosen here because the demo data source must name it.
+        d.sim_port = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await?
+            .local_addr()?
+            .port();
+    }
+    let simulator = match &demo {
+        Some(d) if d.run_simulator => {
+            Some(start_simulator(d.sim_port, &cfg.storage.data_dir, stop.clone()).await?)
+        }
+        _ => None,
+    };
+    let org_name = if demo.is_some() {
+        "Demo plant"
+    } else {
+        "Default"
+    };
+    let first = operator::first_start(&store, org_name).await?;
     println!(
         "plantd {} listening on http://{addr}",
         env!("CARGO_PKG_VERSION")
     );
+    println!("web console: http://{addr}/");
     println!("API docs: http://{addr}/v1/docs");
     println!("data directory: {}", cfg.storage.data_dir.display());
     println!(
@@ -315,20 +428,64 @@ async fn serve(cfg: ServeConfig, store: plantd_store::Store) -> anyhow::Result<(
         redact(&cfg.storage.database_url),
         store.backend().as_str()
     );
-    if let Some(first) = first {
+    if let Some(d) = &demo {
+        let org = store
+            .first_org()
+            .await?
+            .context("the database has no organization")?;
+        let endpoint = format!("opc.tcp://127.0.0.1:{}/", d.sim_port);
+        let app = plantd_app::App::new(store.clone(), cfg.api.clone());
+        let report = app
+            .seed_demo(&org.id, &endpoint)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot create the demo plant: {e}"))?;
+        if report.created.is_empty() {
+            println!(
+                "demo plant in \"{}\": already set up (data source, dashboards, alert rules)",
+                org.name
+            );
+        } else {
+            println!(
+                "demo plant in \"{}\": created {}",
+                org.name,
+                report.created.join(", ")
+            );
+        }
         println!(
-            "first start: created organization \"{}\" ({})",
-            first.org.name, first.org.id
-        );
-        println!("  login email:    {}", first.email);
-        println!("  login password: {}", first.password);
-        println!(
-            "  (shown once; create an API key with: plantd keys create --name me --scopes admin)"
+            "simulator: {endpoint}{}",
+            if d.run_simulator {
+                " (in this process)"
+            } else {
+                " (not started here: --no-sim)"
+            }
         );
     }
+    match first {
+        Some(first) => {
+            println!(
+                "first start: created organization \"{}\" ({})",
+                first.org.name, first.org.id
+            );
+            println!("  login email:    {}", first.email);
+            println!("  login password: {}", first.password);
+            println!(
+                "  (shown once; create an API key with: plantd keys create --name me --scopes admin)"
+            );
+        }
+        None if demo.is_some() => println!(
+            "log in as {} with the password printed at the first start",
+            operator::FIRST_ADMIN_EMAIL
+        ),
+        None => {}
+    }
     tracing::info!(%addr, "serving");
-    plantd_api::serve(listener, store.clone(), cfg.api, signals::shutdown()).await?;
+    plantd_api::serve(listener, store.clone(), cfg.api, stopped(stop)).await?;
     store.close().await;
+    if let Some(sim) = simulator
+        && let Err(e) = sim.await
+    {
+        tracing::warn!(error = %e, "the simulator task failed");
+    }
     tracing::info!("stopped");
     Ok(())
 }

@@ -253,3 +253,111 @@ fn a_typod_database_url_is_an_error_not_a_file() {
     let _ = std::fs::remove_file(config);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// `plantd up`: the platform and the simulator in one process; the demo plant is created at the
+/// first start (data appears through the OPC UA data source) and not again at the second;
+/// Ctrl-C stops both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_starts_a_live_demo_plant_once() {
+    let data_dir =
+        std::env::temp_dir().join(format!("plantd-up-{}", plantd_test_support::unique_name()));
+    let data_dir = data_dir.to_str().unwrap().to_string();
+    let args = [
+        "up",
+        "--listen",
+        "127.0.0.1:0",
+        "--sim-port",
+        "0",
+        "--data-dir",
+        data_dir.as_str(),
+    ];
+    let base_of = |p: &ServerProcess| {
+        p.printed
+            .iter()
+            .find_map(|l| l.split("listening on ").nth(1))
+            .map(|a| a.trim().to_string())
+            .expect("address printed")
+    };
+    let mut first = ServerProcess::launch(BIN, &args, "  (shown once");
+    let printed = first.printed.join("\n");
+    assert!(
+        printed.contains("web console: http://127.0.0.1:"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("created data source \"Simulator (OPC UA)\", dashboard \"Pump station\", dashboard \"Motor\", dashboard \"HVAC\", alert rule \"Pump vibration high\""),
+        "{printed}"
+    );
+    assert!(printed.contains("first start: created organization \"Demo plant\""));
+    let password = first
+        .printed
+        .iter()
+        .find_map(|l| l.split("login password: ").nth(1))
+        .expect("password printed")
+        .trim()
+        .to_string();
+    let base = base_of(&first);
+    let client = reqwest::Client::new();
+    let login: serde_json::Value = client
+        .post(format!("{base}/v1/auth/login"))
+        .json(&serde_json::json!({"email": "admin@localhost", "password": password}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let token = login["data"]["session_token"].as_str().unwrap().to_string();
+    let get = |path: &str| {
+        let (client, url, token) = (client.clone(), format!("{base}/v1{path}"), token.clone());
+        async move {
+            client
+                .get(url)
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap()
+                .json::<serde_json::Value>()
+                .await
+                .unwrap()
+        }
+    };
+    // Live data from the simulator through the demo data source.
+    let mut latest = serde_json::Value::Null;
+    for _ in 0..300 {
+        latest = get("/telemetry/latest?asset_id=Pump_01&tags=Vibration_X").await;
+        if latest["data"].as_array().is_some_and(|a| !a.is_empty()) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(latest["data"][0]["tag_name"], "Vibration_X", "{latest}");
+    let dashboards = get("/dashboards").await;
+    let names: Vec<&str> = dashboards["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["HVAC", "Motor", "Pump station"]);
+    assert_eq!(get("/alert-rules").await["meta"]["total"], 4);
+    assert!(first.stop("INT").success(), "Ctrl-C stops cleanly");
+
+    let mut second = ServerProcess::launch(BIN, &args, "log in as admin@localhost");
+    let printed = second.printed.join("\n");
+    assert!(printed.contains("already set up"), "{printed}");
+    assert!(!printed.contains("login password"), "{printed}");
+    let base = base_of(&second);
+    let dashboards: serde_json::Value = client
+        .get(format!("{base}/v1/dashboards"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(dashboards["meta"]["total"], 3, "nothing created twice");
+    assert!(second.stop("INT").success());
+    let _ = std::fs::remove_dir_all(&data_dir);
+}

@@ -1,0 +1,211 @@
+//! The demo plant of `plantd up`: an OPC UA data source on the simulator, dashboards over the
+//! simulated pump, motor and HVAC unit, and alert rules. Created through the same use cases as
+//! the API (so it is validated like any user's), each piece only if missing: a second start
+//! creates nothing twice and only points the data source at the simulator's current endpoint.
+
+use serde_json::{Value, json};
+
+use crate::app::App;
+use crate::data_sources::{DataSourceUpdate, NewDataSource};
+use crate::error::{AppError, AppResult};
+
+/// The demo data source's name.
+pub const DEMO_SOURCE: &str = "Simulator (OPC UA)";
+
+/// What [`App::seed_demo`] did.
+#[derive(Debug, Default)]
+pub struct DemoReport {
+    pub created: Vec<String>,
+    pub data_source_id: String,
+}
+
+fn line(id: &str, title: &str, pos: [u32; 4], asset: &str, tags: &[&str], options: Value) -> Value {
+    json!({"id": id, "type": "line_chart", "title": title,
+        "x": pos[0], "y": pos[1], "w": pos[2], "h": pos[3],
+        "query": {"asset_id": asset, "tags": tags, "range": "15m"}, "options": options})
+}
+
+fn single(
+    kind: &str,
+    id: &str,
+    title: &str,
+    pos: [u32; 4],
+    asset: &str,
+    tag: &str,
+    options: Value,
+) -> Value {
+    json!({"id": id, "type": kind, "title": title,
+        "x": pos[0], "y": pos[1], "w": pos[2], "h": pos[3],
+        "query": {"asset_id": asset, "tags": [tag]}, "options": options})
+}
+
+fn alert_list(asset: &str, pos: [u32; 4]) -> Value {
+    json!({"id": "alerts", "type": "alert_list", "title": "Open alerts",
+        "x": pos[0], "y": pos[1], "w": pos[2], "h": pos[3], "query": {"asset_id": asset}})
+}
+
+/// The demo dashboards: name, description, layout.
+fn dashboards() -> Vec<(&'static str, &'static str, Value)> {
+    let vib = json!({"unit": "mm/s", "decimals": 2, "min": 0.0, "max": 12.0,
+        "thresholds": [{"value": 4.5, "color": "warning"}, {"value": 7.1, "color": "critical"}]});
+    let pump = json!({
+        "columns": 12,
+        "variables": [{"name": "pump", "label": "Pump", "type": "asset", "default": "Pump_01", "options": ["Pump_01"]}],
+        "widgets": [
+            line("vibration", "Vibration (ISO 10816)", [0, 0, 8, 5], "$pump", &["Vibration_X", "Vibration_Y", "Vibration_Z"], vib.clone()),
+            single("gauge", "vib-x", "Vibration X", [8, 0, 4, 5], "$pump", "Vibration_X", vib),
+            line("temperatures", "Temperatures", [0, 5, 8, 4], "$pump", &["Motor_Temperature", "Bearing_Temperature"],
+                json!({"unit": "°C", "decimals": 1, "thresholds": [{"value": 80.0, "color": "warning"}, {"value": 95.0, "color": "critical"}]})),
+            single("stat", "flow", "Flow", [8, 5, 2, 2], "$pump", "Flow_Rate", json!({"unit": "L/min", "decimals": 0})),
+            single("stat", "speed", "Speed", [10, 5, 2, 2], "$pump", "Motor_Speed", json!({"unit": "RPM", "decimals": 0})),
+            single("stat", "discharge", "Discharge", [8, 7, 2, 2], "$pump", "Discharge_Pressure", json!({"unit": "bar", "decimals": 2})),
+            single("stat", "current", "Current", [10, 7, 2, 2], "$pump", "Motor_Current", json!({"unit": "A", "decimals": 1})),
+            alert_list("$pump", [0, 9, 12, 3]),
+        ]
+    });
+    let motor = json!({
+        "columns": 12,
+        "widgets": [
+            line("temps", "Stator and rotor", [0, 0, 8, 5], "Motor_01", &["Stator_Temperature", "Rotor_Temperature"],
+                json!({"unit": "°C", "decimals": 1, "thresholds": [{"value": 120.0, "color": "warning"}, {"value": 140.0, "color": "critical"}]})),
+            single("gauge", "power", "Active power", [8, 0, 4, 5], "Motor_01", "Active_Power", json!({"unit": "kW", "decimals": 1, "min": 0.0, "max": 75.0})),
+            line("currents", "Phase currents", [0, 5, 8, 4], "Motor_01", &["Current_L1", "Current_L2", "Current_L3"], json!({"unit": "A", "decimals": 1})),
+            json!({"id": "electrical", "type": "table", "title": "Electrical", "x": 8, "y": 5, "w": 4, "h": 4,
+                "query": {"asset_id": "Motor_01", "tags": ["Voltage_L1", "Voltage_L2", "Voltage_L3", "Power_Factor", "Speed"]},
+                "options": {"decimals": 2}}),
+            alert_list("Motor_01", [0, 9, 12, 3]),
+        ]
+    });
+    let hvac = json!({
+        "columns": 12,
+        "widgets": [
+            line("air", "Supply and return air", [0, 0, 8, 5], "HVAC_01", &["Supply_Temperature", "Return_Temperature"], json!({"unit": "°C", "decimals": 1})),
+            single("stat", "co2", "CO2", [8, 0, 4, 2], "HVAC_01", "CO2_Level",
+                json!({"unit": "ppm", "decimals": 0, "thresholds": [{"value": 1000.0, "color": "warning"}, {"value": 1500.0, "color": "critical"}]})),
+            single("gauge", "humidity", "Humidity", [8, 2, 4, 3], "HVAC_01", "Humidity", json!({"unit": "%", "decimals": 0, "min": 0.0, "max": 100.0})),
+            line("fan", "Fan speed", [0, 5, 8, 4], "HVAC_01", &["Fan_Speed"], json!({"unit": "%", "decimals": 0, "min": 0.0, "max": 100.0})),
+            single("stat", "filter", "Filter", [8, 5, 4, 2], "HVAC_01", "Filter_Status", json!({"unit": "%", "decimals": 0})),
+            json!({"id": "about", "type": "text", "title": "About", "x": 8, "y": 7, "w": 4, "h": 2,
+                "text": "Simulated air handling unit. Change the scenario with `plantd sim scenario enable ...`."}),
+        ]
+    });
+    vec![
+        (
+            "Pump station",
+            "The simulated centrifugal pump: vibration, temperatures, flow and alerts.",
+            pump,
+        ),
+        (
+            "Motor",
+            "The simulated electric motor: temperatures, phases and power.",
+            motor,
+        ),
+        (
+            "HVAC",
+            "The simulated air handling unit: air temperatures, CO2, humidity and fan.",
+            hvac,
+        ),
+    ]
+}
+
+/// The demo alert rules (for the data source `ds`).
+fn rules(ds: &str) -> Vec<Value> {
+    let rule = |name: &str, severity: &str, asset: &str, tag: &str, value: f64, secs: i64| {
+        json!({"name": name, "severity": severity, "data_source_id": ds, "asset_id": asset,
+            "condition": {"tag_name": tag, "operator": "gt", "value": value, "duration_seconds": secs}})
+    };
+    vec![
+        rule(
+            "Pump vibration high",
+            "critical",
+            "Pump_01",
+            "Vibration_X",
+            5.0,
+            30,
+        ),
+        rule(
+            "Pump bearing hot",
+            "warning",
+            "Pump_01",
+            "Bearing_Temperature",
+            80.0,
+            60,
+        ),
+        rule(
+            "Motor stator hot",
+            "critical",
+            "Motor_01",
+            "Stator_Temperature",
+            130.0,
+            60,
+        ),
+        rule(
+            "HVAC CO2 high",
+            "warning",
+            "HVAC_01",
+            "CO2_Level",
+            1200.0,
+            120,
+        ),
+    ]
+}
+
+fn parse<T: serde::de::DeserializeOwned>(v: Value) -> AppResult<T> {
+    serde_json::from_value(v).map_err(|e| AppError::internal("the demo plant is malformed", e))
+}
+
+impl App {
+    /// Creates what is missing of the demo plant in `org_id`, its data source reading the
+    /// simulator at `opcua_endpoint`.
+    pub async fn seed_demo(&self, org_id: &str, opcua_endpoint: &str) -> AppResult<DemoReport> {
+        let mut report = DemoReport::default();
+        let config = json!({"endpoint": opcua_endpoint, "security_mode": "None"});
+        let existing = self
+            .data_sources(org_id)
+            .await?
+            .iter()
+            .find(|d| d.name == DEMO_SOURCE)
+            .cloned();
+        report.data_source_id = match existing {
+            Some(d) if d.config.get("endpoint").and_then(Value::as_str) == Some(opcua_endpoint) => {
+                d.id
+            }
+            Some(d) => {
+                let update: DataSourceUpdate = parse(json!({"config": config}))?;
+                self.update_data_source(org_id, &d.id, update).await?.id
+            }
+            None => {
+                let new: NewDataSource =
+                    parse(json!({"name": DEMO_SOURCE, "type": "opcua", "config": config}))?;
+                report
+                    .created
+                    .push(format!("data source \"{DEMO_SOURCE}\""));
+                self.create_data_source(org_id, new).await?.id
+            }
+        };
+        let names = self.store().dashboard_names(org_id).await?;
+        for (name, description, layout) in dashboards() {
+            if names.iter().any(|n| n == name) {
+                continue;
+            }
+            let new = parse(json!({"name": name, "description": description, "layout": layout}))?;
+            self.create_dashboard(org_id, new).await?;
+            report.created.push(format!("dashboard \"{name}\""));
+        }
+        let rule_names: Vec<String> = self
+            .alert_rules(org_id)
+            .await?
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        for rule in rules(&report.data_source_id) {
+            let name = rule["name"].as_str().unwrap_or_default().to_string();
+            if rule_names.contains(&name) {
+                continue;
+            }
+            self.create_alert_rule(org_id, parse(rule)?).await?;
+            report.created.push(format!("alert rule \"{name}\""));
+        }
+        Ok(report)
+    }
+}
