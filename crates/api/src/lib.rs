@@ -6,6 +6,7 @@
 //! errors in one place. [`serve`] runs it with the application's workers until shutdown.
 
 pub mod audit_record;
+mod console;
 pub mod csrf;
 pub mod envelope;
 pub mod error;

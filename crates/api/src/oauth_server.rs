@@ -46,14 +46,14 @@ pub fn router(state: AppState) -> Router<AppState> {
         .layer(from_fn_with_state(state, limit))
 }
 
-fn client_ip(req: &Request) -> Option<String> {
+pub(crate) fn client_ip(req: &Request) -> Option<String> {
     req.extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map(|c| c.0.ip().to_string())
 }
 
 /// Counts the request against its address's unauthenticated limit.
-async fn limit(State(state): State<AppState>, req: Request, next: Next) -> Response {
+pub(crate) async fn limit(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let ip = client_ip(&req);
     let (ws, refusal) = anonymous_admit(&state, ip.as_deref(), Timestamp::now().unix_seconds());
     let mut response = match refusal {
@@ -195,9 +195,9 @@ async fn introspect(
 /// The form of one of the pages, posted from the server's own origin: a form that cannot be
 /// read (at most 64 KiB, each field once) is an error page, one posted from elsewhere a refusal
 /// page (CSRF).
-struct PageForm<T> {
-    form: T,
-    client_ip: Option<String>,
+pub(crate) struct PageForm<T> {
+    pub(crate) form: T,
+    pub(crate) client_ip: Option<String>,
 }
 
 impl<T: DeserializeOwned> axum::extract::FromRequest<AppState> for PageForm<T> {

@@ -38,6 +38,7 @@ pub fn build(app: App) -> Router {
     }
     router
         .merge(crate::oauth_server::router(state.clone()))
+        .merge(crate::console::router(state.clone()))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

@@ -321,6 +321,11 @@ impl App {
         Ok(out)
     }
 
+    /// The organization's assets with their tag names, by name.
+    pub async fn assets(&self, org_id: &str) -> AppResult<Vec<(String, Vec<String>)>> {
+        Ok(self.tsdb().assets(org_id).await?)
+    }
+
     /// The latest value of each tag of an asset (of `tags` when given).
     pub async fn latest_values(
         &self,

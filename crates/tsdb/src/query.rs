@@ -229,6 +229,26 @@ impl Queries<'_> {
         Ok(Paged { items, total })
     }
 
+    /// Each asset of the organization with its tag names, both in name order.
+    pub async fn assets(&self, org_id: &str) -> Result<Vec<(String, Vec<String>)>> {
+        let rows = sqlx::query(
+            "SELECT asset_id, tag_name FROM telemetry_series WHERE org_id = $1 ORDER BY asset_id, tag_name",
+        )
+        .bind(org_id)
+        .fetch_all(self.0)
+        .await?;
+        let mut out: Vec<(String, Vec<String>)> = Vec::new();
+        for r in rows {
+            let asset: String = r.try_get("asset_id")?;
+            let tag: String = r.try_get("tag_name")?;
+            match out.last_mut() {
+                Some((a, tags)) if *a == asset => tags.push(tag),
+                _ => out.push((asset, vec![tag])),
+            }
+        }
+        Ok(out)
+    }
+
     /// Every non-empty bucket of every series (`bucket` ms wide, aligned to UTC; the whole
     /// range when `None`) with its count, sum, minimum and maximum, ordered by time, then asset
     /// and tag.

@@ -101,6 +101,11 @@ impl Tsdb {
             .await
     }
 
+    /// The assets of an organization with their tags, by name (every series ever stored).
+    pub async fn assets(&self, org_id: &str) -> Result<Vec<(String, Vec<String>)>> {
+        Queries(self.shared.store.pool()).assets(org_id).await
+    }
+
     /// The latest value of each tag of an asset (only `tags` when given), by tag name.
     pub async fn latest(
         &self,

@@ -312,6 +312,7 @@ async fn openapi_document_covers_every_route_with_schemas() {
                 "/resolve",
                 "/logout",
                 "/rotate-secret",
+                "/duplicate",
             ];
             if ["post", "put"].contains(&method.as_str())
                 && !bodiless.iter().any(|s| path.ends_with(s))

@@ -5,8 +5,10 @@
 
 mod alerts;
 mod auth;
+mod browser;
 mod cli;
 mod connectors;
+mod console;
 mod conventions;
 mod crash;
 mod dashboards;

@@ -1,0 +1,116 @@
+//! Signing in and out of the console: the login form (back to the page asked for) and logout.
+
+use axum::extract::{RawQuery, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use maud::html;
+use plantd_app::AppError;
+use plantd_app::sessions::{ClientFacts, Login};
+use serde::Deserialize;
+
+use super::browser::Browser;
+use super::layout::shell;
+use crate::csrf;
+use crate::oauth_server::PageForm;
+use crate::state::AppState;
+
+#[derive(Deserialize, Default)]
+pub(crate) struct LoginForm {
+    email: Option<String>,
+    password: Option<String>,
+    next: Option<String>,
+}
+
+/// A path on this server to return to after login (never another site).
+fn local(next: Option<&str>) -> String {
+    match next {
+        Some(p) if p.starts_with('/') && !p.starts_with("//") && !p.starts_with("/\\") => {
+            p.to_string()
+        }
+        _ => "/".into(),
+    }
+}
+
+fn login_form(status: StatusCode, next: &str, email: &str, error: Option<&str>) -> Response {
+    let body = html! {
+        section class="login" {
+            h1 { "Log in to plantd" }
+            @if let Some(e) = error {
+                p class="error form-error" role="alert" { (e) }
+            }
+            form method="post" action="/login" {
+                input type="hidden" name="next" value=(next);
+                label for="email" { "Email" }
+                input id="email" name="email" type="email" autocomplete="username" required value=(email) autofocus;
+                label for="password" { "Password" }
+                input id="password" name="password" type="password" autocomplete="current-password" required;
+                button type="submit" class="primary" { "Log in" }
+            }
+            p class="hint" { a href="/password-reset" { "Forgot your password?" } }
+        }
+    };
+    let mut r = shell(None, "Log in", "", body, &[]);
+    *r.status_mut() = status;
+    r
+}
+
+pub(crate) async fn login_page(RawQuery(raw): RawQuery) -> Response {
+    let q: LoginForm =
+        serde_urlencoded::from_str(raw.as_deref().unwrap_or_default()).unwrap_or_default();
+    login_form(StatusCode::OK, &local(q.next.as_deref()), "", None)
+}
+
+pub(crate) async fn login(
+    State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
+    PageForm { form, client_ip }: PageForm<LoginForm>,
+) -> Response {
+    let next = local(form.next.as_deref());
+    let email = form.email.unwrap_or_default();
+    let login = Login {
+        email: email.clone(),
+        password: form.password.unwrap_or_default(),
+        organization_id: None,
+    };
+    let client = ClientFacts {
+        client_ip: client_ip.as_deref(),
+        user_agent: headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok()),
+    };
+    match state.app.login(login, client).await {
+        Ok(new) => {
+            let mut r = Redirect::to(&next).into_response();
+            r.headers_mut().insert(
+                header::SET_COOKIE,
+                csrf::set_cookie(&new.token, state.app.issuer()),
+            );
+            r
+        }
+        Err(e) => {
+            let status = match &e {
+                AppError::LimitReached { .. } => StatusCode::TOO_MANY_REQUESTS,
+                AppError::Invalid(_) => StatusCode::BAD_REQUEST,
+                AppError::Forbidden(_) => StatusCode::FORBIDDEN,
+                AppError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
+                _ => return crate::error::ApiError::from(e).into_response(),
+            };
+            login_form(status, &next, &email, Some(&e.to_string()))
+        }
+    }
+}
+
+/// Ends the session and forgets the cookie (a form from this origin only).
+pub(crate) async fn logout(
+    State(state): State<AppState>,
+    browser: Browser,
+    PageForm { .. }: PageForm<std::collections::HashMap<String, String>>,
+) -> Response {
+    if let Err(e) = state.app.logout(&browser.caller).await {
+        tracing::warn!(error = %e, "logout did not end the session");
+    }
+    let mut r = Redirect::to("/login").into_response();
+    r.headers_mut()
+        .insert(header::SET_COOKIE, csrf::clear_cookie(state.app.issuer()));
+    r
+}

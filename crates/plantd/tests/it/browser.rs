@@ -1,0 +1,84 @@
+//! The console in a real browser: headless Chromium driven through WebDriver (python selenium,
+//! `tests/browser/console.py`) against `plantd up` with its simulator. Logs in, builds a
+//! dashboard with a line chart of Pump_01 / Vibration_X, sees it draw and then grow without a
+//! reload, raises an alert and acknowledges it on the alerts page, and finds no errors in the
+//! browser's console. Screenshots go to a folder the test prints.
+
+use plantd_test_support::ServerProcess;
+
+const BIN: &str = env!("CARGO_BIN_EXE_plantd");
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_in_a_real_browser() {
+    let Some(python) = plantd_test_support::peer(
+        "PLANTD_TEST_PYTHON_BROWSER",
+        "to a python3 with selenium (and install chromium and chromium-driver)",
+    ) else {
+        return;
+    };
+    let data_dir = std::env::temp_dir().join(format!(
+        "plantd-browser-{}",
+        plantd_test_support::unique_name()
+    ));
+    let data_dir = data_dir.to_str().unwrap().to_string();
+    let server = ServerProcess::launch(
+        BIN,
+        &[
+            "up",
+            "--listen",
+            "127.0.0.1:0",
+            "--sim-port",
+            "0",
+            "--data-dir",
+            &data_dir,
+        ],
+        "  (shown once",
+    );
+    let base = server
+        .printed
+        .iter()
+        .find_map(|l| l.split("listening on ").nth(1))
+        .expect("address printed")
+        .trim()
+        .to_string();
+    let password = server
+        .printed
+        .iter()
+        .find_map(|l| l.split("login password: ").nth(1))
+        .expect("password printed")
+        .trim()
+        .to_string();
+    let shots = std::env::temp_dir().join("plantd-console-screenshots");
+    let _ = std::fs::remove_dir_all(&shots);
+    std::fs::create_dir_all(&shots).unwrap();
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/browser/console.py");
+    let out = tokio::process::Command::new(python)
+        .arg(script)
+        .arg(&base)
+        .arg(&password)
+        .arg(&shots)
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("console screenshots: {}", shots.display());
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    for step in [
+        "login",
+        "dashboard_created",
+        "chart_drawn",
+        "live_points_drawn",
+        "alert_appeared_live",
+        "alert_acknowledged",
+        "no_console_errors",
+    ] {
+        assert!(
+            stdout.contains(&format!("ok {step}")),
+            "{step}: {stdout}\n{stderr}"
+        );
+    }
+    drop(server);
+    let _ = std::fs::remove_dir_all(&data_dir);
+}

@@ -1,0 +1,307 @@
+//! The web console over HTTP: pages need a session and send the browser to the login page and
+//! back; the login form (its refusals, its same-origin check, no redirect off-site); every page
+//! renders with the console's Content-Security-Policy; embedded files; another organization's
+//! dashboard is missing. The browser-driven checks are in `browser.rs`.
+
+use plantd_model::Tier;
+use plantd_test_support::{TestApp, spawn_app};
+use reqwest::header::{CONTENT_SECURITY_POLICY, CONTENT_TYPE, LOCATION, SET_COOKIE};
+use serde_json::json;
+
+use crate::identity::OWNER;
+
+fn root(app: &TestApp) -> String {
+    format!("http://{}", app.addr)
+}
+
+fn browser() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+/// Posts the login form as a browser on the server's origin would; the response as it came.
+async fn login_form(app: &TestApp, email: &str, password: &str, next: &str) -> reqwest::Response {
+    browser()
+        .post(format!("{}/login", root(app)))
+        .header("origin", root(app))
+        .form(&[("email", email), ("password", password), ("next", next)])
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The session cookie (`plantd_session=...`) of a successful console login.
+pub async fn console_cookie(app: &TestApp, email: &str, password: &str) -> String {
+    let r = login_form(app, email, password, "/").await;
+    assert_eq!(r.status(), 303);
+    r.headers()[SET_COOKIE]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+async fn page(
+    app: &TestApp,
+    cookie: &str,
+    path: &str,
+) -> (u16, String, reqwest::header::HeaderMap) {
+    let r = browser()
+        .get(format!("{}{path}", root(app)))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    let headers = r.headers().clone();
+    (status, r.text().await.unwrap(), headers)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_need_a_session_and_login_returns_to_them() {
+    let app = spawn_app().await;
+    // Without a session: to the login page, remembering where the person was going.
+    let r = browser()
+        .get(format!("{}/alerts?status=active", root(&app)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    assert_eq!(
+        r.headers()[LOCATION],
+        "/login?next=%2Falerts%3Fstatus%3Dactive"
+    );
+    let (status, html, headers) = page(&app, "", "/login?next=%2Falerts").await;
+    assert_eq!(status, 200);
+    assert!(html.contains("name=\"next\" value=\"/alerts\""), "{html}");
+    assert!(html.contains("<label for=\"email\">Email</label>"));
+    assert!(
+        headers[CONTENT_SECURITY_POLICY]
+            .to_str()
+            .unwrap()
+            .contains("script-src 'self'")
+    );
+
+    // A wrong password: the form again, with the reason, and no cookie.
+    let r = login_form(&app, OWNER.0, "wrong-password-1", "/alerts").await;
+    assert_eq!(r.status(), 401);
+    assert!(r.headers().get(SET_COOKIE).is_none());
+    let html = r.text().await.unwrap();
+    assert!(html.contains("invalid email or password"), "{html}");
+    assert!(
+        html.contains("value=\"owner@example.com\""),
+        "the email stays filled in"
+    );
+
+    // The right one: a session cookie and back to the page asked for.
+    let r = login_form(&app, OWNER.0, OWNER.1, "/alerts").await;
+    assert_eq!(r.status(), 303);
+    assert_eq!(r.headers()[LOCATION], "/alerts");
+    let cookie = r.headers()[SET_COOKIE].to_str().unwrap();
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Lax"));
+    // `next` never leads off the site.
+    for evil in [
+        "//evil.example/x",
+        "https://evil.example/",
+        "/\\evil.example",
+    ] {
+        let r = login_form(&app, OWNER.0, OWNER.1, evil).await;
+        assert_eq!(r.headers()[LOCATION], "/", "{evil}");
+    }
+    // A login form posted from another site is refused (CSRF).
+    let r = browser()
+        .post(format!("{}/login", root(&app)))
+        .header("origin", "https://evil.example")
+        .form(&[("email", OWNER.0), ("password", OWNER.1)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+
+    // Logging out ends the session: pages send the browser to the login page again.
+    let cookie = console_cookie(&app, OWNER.0, OWNER.1).await;
+    assert_eq!(page(&app, &cookie, "/").await.0, 200);
+    let r = browser()
+        .post(format!("{}/logout", root(&app)))
+        .header("cookie", &cookie)
+        .header("origin", root(&app))
+        .form(&[("x", "")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    assert!(
+        r.headers()[SET_COOKIE]
+            .to_str()
+            .unwrap()
+            .contains("Max-Age=0")
+    );
+    assert_eq!(page(&app, &cookie, "/").await.0, 303);
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_page_renders_what_the_organization_has() {
+    let app = spawn_app().await;
+    let k = app.admin_key.as_str();
+    let ds = app
+        .post("/data-sources", k, json!({"name": "Line 1 PLC", "type": "modbus", "enabled": false, "config": {"host": "plc.invalid"}}))
+        .await
+        .expect(201)
+        .json["data"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    app.post("/alert-rules", k, json!({"name": "Vibration <high>", "severity": "critical", "data_source_id": ds,
+        "condition": {"tag_name": "Vibration_X", "operator": "gt", "value": 5.0, "duration_seconds": 0}}))
+        .await
+        .expect(201);
+    let now = plantd_model::Timestamp::now().to_rfc3339();
+    app.post(
+        "/telemetry",
+        k,
+        json!({"data_source_id": ds, "data": [
+        {"asset_id": "Pump_01", "tag_name": "Vibration_X", "value": 7.5, "timestamp": now}]}),
+    )
+    .await
+    .expect(200);
+    let dash = app
+        .post("/dashboards", k, json!({"name": "Pump station"}))
+        .await
+        .expect(201)
+        .json["data"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let cookie = console_cookie(&app, OWNER.0, OWNER.1).await;
+    for (path, expect) in [
+        (
+            "/",
+            vec![
+                "Open alerts (1)",
+                "data-asset=\"Pump_01\"",
+                "data-tag=\"Vibration_X\"",
+                "7.500",
+                "▲ critical",
+            ],
+        ),
+        (
+            "/dashboards",
+            vec!["Pump station", "data-action=\"/v1/dashboards\"", "Import"],
+        ),
+        (
+            &format!("/dashboards/{dash}"),
+            vec![
+                &format!("data-dashboard-id=\"{dash}\""),
+                "/assets/dashboard.js",
+                "/assets/vendor/uplot/uPlot.iife.min.js",
+            ],
+        ),
+        (
+            &format!("/dashboards/{dash}/edit"),
+            vec![
+                "/assets/dashboard_edit.js",
+                "<option value=\"Pump_01\">",
+                "id=\"tags-Pump_01\"",
+            ],
+        ),
+        (
+            "/alerts",
+            vec![
+                "id=\"alerts-page\"",
+                "Vibration &lt;high&gt;",
+                "Acknowledge",
+                "Resolve",
+            ],
+        ),
+        (
+            "/alert-rules",
+            vec![
+                "Vibration &lt;high&gt;",
+                "Disable",
+                "name=\"condition.tag_name\"",
+            ],
+        ),
+        (
+            "/data-sources",
+            vec![
+                "Line 1 PLC",
+                "○ disabled",
+                "data-action=\"/v1/data-sources\"",
+                "name=\"config.endpoint\"",
+            ],
+        ),
+        (
+            "/api-keys",
+            vec!["test admin", "New key", "value=\"read:telemetry\""],
+        ),
+        ("/members", vec!["owner@example.com", "Send invitation"]),
+    ] {
+        let (status, html, headers) = page(&app, &cookie, path).await;
+        assert_eq!(status, 200, "{path}: {html}");
+        for e in expect {
+            assert!(html.contains(e), "{path} lacks {e}: {html}");
+        }
+        assert!(!html.contains("<script>"), "{path}: no inline script");
+        assert_eq!(headers["x-frame-options"], "DENY");
+    }
+    // Another organization's dashboard is missing, not shown.
+    let (_, other) = app.other_org("Other plant", Tier::Professional).await;
+    let theirs = app
+        .post("/dashboards", &other, json!({"name": "Theirs"}))
+        .await
+        .expect(201)
+        .json["data"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (status, html, _) = page(&app, &cookie, &format!("/dashboards/{theirs}")).await;
+    assert_eq!(status, 404);
+    assert!(!html.contains("Theirs"));
+    assert_eq!(
+        page(&app, &cookie, &format!("/dashboards/{theirs}/edit"))
+            .await
+            .0,
+        404
+    );
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_files_are_served_with_their_types() {
+    let app = spawn_app().await;
+    for (path, kind) in [
+        ("/assets/console.css", "text/css"),
+        ("/assets/console.js", "text/javascript"),
+        ("/assets/dashboard.js", "text/javascript"),
+        ("/assets/dashboard_edit.js", "text/javascript"),
+        ("/assets/vendor/uplot/uPlot.iife.min.js", "text/javascript"),
+        ("/assets/vendor/uplot/LICENSE", "text/plain"),
+    ] {
+        let r = browser()
+            .get(format!("{}{path}", root(&app)))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{path}");
+        assert!(
+            r.headers()[CONTENT_TYPE]
+                .to_str()
+                .unwrap()
+                .starts_with(kind),
+            "{path}"
+        );
+        assert!(r.bytes().await.unwrap().len() > 100, "{path} has content");
+    }
+    let r = browser()
+        .get(format!("{}/assets/../Cargo.toml", root(&app)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    app.stop().await;
+}

@@ -1,0 +1,183 @@
+"""The plantd console in headless Chromium, through WebDriver (selenium), against `plantd up`.
+
+usage: console.py BASE_URL PASSWORD SCREENSHOT_DIR
+
+Prints "ok <step>" per step passed; exits non-zero at the first failure. Uses Debian's chromium
+and chromedriver from PATH (no driver download).
+"""
+
+import json
+import os
+import shutil
+import sys
+import time
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+BASE, PASSWORD, SHOTS = sys.argv[1:4]
+EMAIL = "admin@localhost"
+
+
+def ok(step):
+    print(f"ok {step}", flush=True)
+
+
+def browser():
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = shutil.which("chromium")
+    for arg in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                "--window-size=1400,1000", "--lang=en-US"]:
+        opts.add_argument(arg)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=opts)
+
+
+def wait(d, what, timeout=30):
+    return WebDriverWait(d, timeout, poll_frequency=0.2).until(lambda _: what())
+
+
+def api(d, method, path, body=None):
+    """Calls the API from the page, as the page's scripts do (session cookie, same origin)."""
+    return d.execute_async_script(
+        """
+        const [method, path, body, done] = arguments;
+        fetch(path, {method, credentials: 'same-origin',
+                     headers: body === null ? {} : {'Content-Type': 'application/json'},
+                     body: body === null ? undefined : JSON.stringify(body)})
+          .then(async r => done({status: r.status, json: await r.json().catch(() => null)}))
+          .catch(e => done({status: 0, json: String(e)}));
+        """,
+        method, path, body)
+
+
+def shot(d, name):
+    path = os.path.join(SHOTS, name + ".png")
+    d.save_screenshot(path)
+
+
+def main():
+    d = browser()
+    d.set_script_timeout(30)
+    try:
+        run(d)
+    finally:
+        d.quit()
+
+
+def run(d):
+    # Log in: a page without a session leads to the login form, then back.
+    d.get(BASE + "/dashboards")
+    wait(d, lambda: "/login" in d.current_url)
+    d.find_element(By.ID, "email").send_keys(EMAIL)
+    d.find_element(By.ID, "password").send_keys(PASSWORD)
+    d.find_element(By.CSS_SELECTOR, "form[action='/login'] button[type=submit]").click()
+    wait(d, lambda: d.current_url.rstrip("/").endswith("/dashboards"))
+    assert "Pump station" in d.page_source, "the demo dashboards are listed"
+    ok("login")
+
+    # A new dashboard from the list page, then a line chart of Pump_01 / Vibration_X in the editor.
+    d.find_element(By.ID, "new-name").send_keys("Browser check")
+    d.find_element(By.CSS_SELECTOR, "form[data-action='/v1/dashboards'] button[type=submit]").click()
+    wait(d, lambda: d.current_url.endswith("/edit"))
+    dash_id = d.current_url.split("/dashboards/")[1].split("/")[0]
+    wait(d, lambda: d.execute_script("return !!window.plantdEditor"))
+    add_line_chart(d)
+    saved = d.execute_async_script(
+        "const done = arguments[0]; window.plantdEditor.save().then(() => done(true), e => done(String(e)));")
+    assert saved is True, f"save failed: {saved}"
+    stored = api(d, "GET", f"/v1/dashboards/{dash_id}")
+    widgets = stored["json"]["data"]["layout"]["widgets"]
+    charts = [w for w in widgets if w["type"] == "line_chart"]
+    assert charts and charts[0]["query"]["asset_id"] == "Pump_01", widgets
+    assert "Vibration_X" in charts[0]["query"]["tags"], widgets
+    ok("dashboard_created")
+
+    # The view draws the history, then points arriving on the WebSocket, without a reload.
+    d.get(f"{BASE}/dashboards/{dash_id}")
+    wait(d, lambda: d.execute_script(
+        "const s = window.plantdDashboard && window.plantdDashboard.stats; return s && s.frames > 0"))
+    wait(d, lambda: d.find_elements(By.CSS_SELECTOR, "#grid canvas"))
+    ok("chart_drawn")
+    before = d.execute_script("return Object.assign({}, window.plantdDashboard.stats)")
+    wait(d, lambda: d.execute_script(
+        "const s = window.plantdDashboard.stats; return s.pointsReceived > arguments[0] && s.frames > arguments[1]",
+        before["pointsReceived"], before["frames"]), timeout=30)
+    ok("live_points_drawn")
+    shot(d, "dashboard")
+
+    # An alert raised while the alerts page is open appears there live, and is acknowledged.
+    d.get(BASE + "/alerts")
+    wait(d, lambda: d.execute_script("return !!(window.plantdConsole && window.plantdConsole.connected)"))
+    sources = api(d, "GET", "/v1/data-sources")["json"]["data"]
+    source = next(s for s in sources if s["name"] == "Simulator (OPC UA)")
+    rule = api(d, "POST", "/v1/alert-rules", {
+        "name": "Browser check: vibration", "severity": "critical", "data_source_id": source["id"],
+        "asset_id": "Pump_01", "auto_resolve": False,
+        "condition": {"tag_name": "Vibration_X", "operator": "gt", "value": 50, "duration_seconds": 0}})
+    assert rule["status"] == 201, rule
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    ingest = api(d, "POST", "/v1/telemetry", {"data_source_id": source["id"], "data": [
+        {"asset_id": "Pump_01", "tag_name": "Vibration_X", "value": 64.0, "timestamp": now}]})
+    assert ingest["status"] == 200, ingest
+    row_css = "#alerts-table tbody tr[data-status='active']"
+
+    def new_row():
+        for row in d.find_elements(By.CSS_SELECTOR, row_css):
+            if "Browser check: vibration" in row.text:
+                return row
+        return None
+
+    row = wait(d, new_row)
+    ok("alert_appeared_live")
+    alert_id = row.get_attribute("data-alert-id")
+    note = row.find_element(By.CSS_SELECTOR, "input[name=note]")
+    note.send_keys("checked by the browser test")
+    row.find_element(By.XPATH, ".//button[normalize-space()='Acknowledge']").click()
+    wait(d, lambda: d.find_elements(
+        By.CSS_SELECTOR, f"#alerts-table tr[data-alert-id='{alert_id}'][data-status='acknowledged']"))
+    stored = api(d, "GET", "/v1/alerts?status=acknowledged")["json"]["data"]
+    mine = next(a for a in stored if a["id"] == alert_id)
+    assert mine["note"] == "checked by the browser test", mine
+    ok("alert_acknowledged")
+    shot(d, "alerts")
+
+    d.get(BASE + "/")
+    wait(d, lambda: d.find_elements(By.CSS_SELECTOR, "article.card[data-asset='Pump_01']"))
+    shot(d, "overview")
+    d.get(f"{BASE}/dashboards/{dash_id}/edit")
+    wait(d, lambda: d.execute_script("return !!window.plantdEditor"))
+    shot(d, "editor")
+    pump = next(x for x in api(d, "GET", "/v1/dashboards")["json"]["data"] if x["name"] == "Pump station")
+    d.get(f"{BASE}/dashboards/{pump['id']}")
+    wait(d, lambda: d.execute_script(
+        "const s = window.plantdDashboard && window.plantdDashboard.stats; return s && s.frames > 0"))
+    time.sleep(2)
+    shot(d, "pump-station")
+
+    errors = [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
+    assert not errors, json.dumps(errors, indent=1)
+    ok("no_console_errors")
+    print(f"screenshots: {SHOTS}", flush=True)
+
+
+def add_line_chart(d):
+    """Adds a line chart through the editor's own controls and points it at Pump_01 / Vibration_X."""
+    Select(d.find_element(By.ID, "editor-new-type")).select_by_value("line_chart")
+    d.find_element(By.XPATH, "//button[normalize-space()='Add widget']").click()
+    form = d.find_element(By.ID, "widget-form")
+    title = form.find_element(By.CSS_SELECTOR, "[data-key='title']")
+    title.clear()
+    title.send_keys("Vibration X")
+    asset = form.find_element(By.CSS_SELECTOR, "[data-key='query.asset_id']")
+    asset.clear()
+    asset.send_keys("Pump_01")
+    tags = form.find_element(By.CSS_SELECTOR, "[data-key='query.tags']")
+    tags.send_keys("Vibration_X\n")
+    wait(d, lambda: "Vibration_X" in json.dumps(d.execute_script("return window.plantdEditor.model()")))
+
+
+if __name__ == "__main__":
+    main()
