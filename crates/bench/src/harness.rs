@@ -61,7 +61,9 @@ pub(crate) fn options() -> Result<Options> {
             "--no-sqlite" => o.no_sqlite = true,
             "--ingest-only" => o.ingest_only = true,
             "--plantd" => o.plantd = args.next().context("--plantd PATH")?.into(),
-            "api" | "identity" | "telemetry" | "sim" | "connectors" | "alerts" => suite = Some(a),
+            "api" | "identity" | "console" | "telemetry" | "sim" | "connectors" | "alerts" => {
+                suite = Some(a)
+            }
             "--points" => o.points = args.next().context("--points N")?.parse()?,
             other => bail!(
                 "unknown argument {other}; usage: plantd-bench api [--duration S] [--connections N] [--postgres-url URL | --no-postgres] [--no-sqlite] [--ingest-only] [--plantd PATH]"
@@ -70,7 +72,7 @@ pub(crate) fn options() -> Result<Options> {
     }
     let Some(suite) = suite else {
         bail!(
-            "usage: plantd-bench api|identity|telemetry|sim|connectors|alerts [--duration S] [--connections N] [--points N] [--postgres-url URL | --no-postgres]"
+            "usage: plantd-bench api|identity|console|telemetry|sim|connectors|alerts [--duration S] [--connections N] [--points N] [--postgres-url URL | --no-postgres]"
         );
     };
     o.suite = suite;

@@ -1,10 +1,11 @@
 //! `plantd-bench SUITE`: benchmarks of plantd that print tables (not tests), each running the
-//! release server as a separate process: `api`, `identity`, `telemetry`, `sim`, `connectors`, `alerts`
+//! release server as a separate process: `api`, `identity`, `console`, `telemetry`, `sim`, `connectors`, `alerts`
 //! (docs/benchmarks.md).
 
 mod alerts;
 mod api;
 mod connectors;
+mod console;
 mod harness;
 mod identity;
 mod sim;
@@ -17,6 +18,7 @@ async fn main() -> Result<()> {
     let o = harness::options()?;
     match o.suite.as_str() {
         "identity" => identity::run(&o).await,
+        "console" => console::run(&o).await,
         "telemetry" => telemetry::run(&o).await,
         "sim" => sim::run(&o).await,
         "connectors" => connectors::run(&o).await,
