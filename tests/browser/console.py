@@ -144,8 +144,12 @@ def run(d):
     ok("alert_acknowledged")
     shot(d, "alerts")
 
+    # The overview's latest values follow the stream.
     d.get(BASE + "/")
-    wait(d, lambda: d.find_elements(By.CSS_SELECTOR, "article.card[data-asset='Pump_01']"))
+    cell = "tr[data-asset='Pump_01'][data-tag='Vibration_X'] time"
+    first = wait(d, lambda: d.find_elements(By.CSS_SELECTOR, cell))[0].get_attribute("datetime")
+    wait(d, lambda: d.find_element(By.CSS_SELECTOR, cell).get_attribute("datetime") != first)
+    ok("overview_live")
     shot(d, "overview")
     d.get(f"{BASE}/dashboards/{dash_id}/edit")
     wait(d, lambda: d.execute_script("return !!window.plantdEditor"))

@@ -50,12 +50,16 @@
   }
 
   // ---------- (d) times in the browser's time zone ----------
+  // Today's times without the date (tables stay narrow); other days with it.
+  function localText(d) {
+    return d.toDateString() === new Date().toDateString() ? d.toLocaleTimeString() : d.toLocaleString();
+  }
   function localizeTimes(root) {
     for (const t of (root || document).querySelectorAll('time[datetime]')) {
       const iso = t.getAttribute('datetime'), d = new Date(iso);
       if (isNaN(d.getTime())) continue;
       if (!t.title) t.title = iso;                      // the exact UTC value stays one hover away
-      t.textContent = d.toLocaleString();
+      t.textContent = localText(d);
     }
   }
 
@@ -374,10 +378,52 @@
     connect();
   }
 
+  // ---------- (f) the overview's latest values, live ----------
+  // Rows are <tr data-asset data-tag> with td.value and a <time>; one unfiltered subscription carries the
+  // organization's points; a value is written at most once per animation frame. Reconnects after 1, 2, 4 ... 30 s.
+  function initOverview() {
+    const root = document.getElementById('overview');
+    if (!root) return;
+    const rows = new Map();
+    for (const tr of root.querySelectorAll('tr[data-asset][data-tag]')) rows.set(tr.dataset.asset + '\u0000' + tr.dataset.tag, tr);
+    if (!rows.size) return;
+    const fmt = (v) => Number.isInteger(v) ? String(v) : v.toFixed(3);
+    let pending = new Map(), frame = 0, attempt = 0;
+    function draw() {
+      frame = 0;
+      for (const [key, p] of pending) {
+        const tr = rows.get(key); if (!tr) continue;
+        const cell = tr.querySelector('td.value'), t = tr.querySelector('time');
+        if (cell) cell.textContent = fmt(p.value);
+        if (t) { t.setAttribute('datetime', p.timestamp); t.title = p.timestamp; const d = new Date(p.timestamp); if (!isNaN(d.getTime())) t.textContent = localText(d); }
+      }
+      pending = new Map();
+    }
+    function connect() {
+      let sock;
+      try { sock = new WebSocket((location.protocol === 'https:' ? 'wss:' : 'ws:') + '//' + location.host + '/v1/ws'); } catch (e) { retry(); return; }
+      sock.onopen = () => { sock.send(JSON.stringify({ type: 'subscribe' })); setTimeout(() => { attempt = 0; }, 5000); };
+      sock.onmessage = (ev) => {
+        let m;
+        try { m = JSON.parse(ev.data); } catch (e) { return; }
+        if (m.type !== 'telemetry') return;
+        for (const p of m.data || []) {
+          const key = p.asset_id + '\u0000' + p.tag_name;
+          if (rows.has(key) && typeof p.value === 'number') pending.set(key, p);
+        }
+        if (pending.size && !frame) frame = requestAnimationFrame(draw);
+      };
+      sock.onclose = () => retry();
+    }
+    function retry() { setTimeout(connect, Math.min(30000, 1000 * Math.pow(2, attempt++))); }
+    connect();
+  }
+
   function init() {
     initTheme();
     localizeTimes(document);
     initAlertsPage();
+    initOverview();
   }
   if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', init); else init();
 })();

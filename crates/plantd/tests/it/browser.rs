@@ -1,8 +1,9 @@
 //! The console in a real browser: headless Chromium driven through WebDriver (python selenium,
 //! `tests/browser/console.py`) against `plantd up` with its simulator. Logs in, builds a
 //! dashboard with a line chart of Pump_01 / Vibration_X, sees it draw and then grow without a
-//! reload, raises an alert and acknowledges it on the alerts page, and finds no errors in the
-//! browser's console. Screenshots go to a folder the test prints.
+//! reload, raises an alert and acknowledges it on the alerts page, sees the overview's values
+//! follow the stream, and finds no errors in the browser's console. Screenshots go to a folder
+//! the test prints.
 
 use plantd_test_support::ServerProcess;
 
@@ -72,6 +73,7 @@ async fn the_console_in_a_real_browser() {
         "live_points_drawn",
         "alert_appeared_live",
         "alert_acknowledged",
+        "overview_live",
         "no_console_errors",
     ] {
         assert!(
