@@ -415,16 +415,10 @@ async fn authorize_form(
                     );
                     r
                 }
-                Err(e) => {
-                    let status = match &e {
-                        AppError::LimitReached { .. } => StatusCode::TOO_MANY_REQUESTS,
-                        AppError::Invalid(_) => StatusCode::BAD_REQUEST,
-                        AppError::Forbidden(_) => StatusCode::FORBIDDEN,
-                        AppError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
-                        _ => return ApiError::from(e).into_response(),
-                    };
-                    login_page(&auth, q, Some(&e.to_string()), status)
-                }
+                Err(e) => match crate::pages::login_refusal_status(&e) {
+                    Some(status) => login_page(&auth, q, Some(&e.to_string()), status),
+                    None => ApiError::from(e).into_response(),
+                },
             }
         }
         Some(action @ ("approve" | "deny")) => {

@@ -40,21 +40,45 @@ pub fn page(status: StatusCode, title: &str, body: &str) -> Response {
          <title>{} · plantd</title><style>{STYLE}</style></head><body><main>{body}</main></body></html>",
         escape(title)
     );
+    html_page(
+        status,
+        html,
+        "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'",
+        "no-referrer",
+    )
+}
+
+/// An HTML answer that is never framed or cached, with its Content-Security-Policy and
+/// Referrer-Policy (the identity pages and the console's share these headers).
+pub fn html_page(
+    status: StatusCode,
+    html: String,
+    csp: &'static str,
+    referrer: &'static str,
+) -> Response {
     let mut response = (status, Html(html)).into_response();
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(
-            "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'",
-        ),
+        HeaderValue::from_static(csp),
     );
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    headers.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static(referrer));
     response
+}
+
+/// The status of a refused login on a form page (the form is shown again with the reason), or
+/// `None` when the refusal is not the person's to fix (answered as the API would).
+pub fn login_refusal_status(e: &plantd_app::AppError) -> Option<StatusCode> {
+    use plantd_app::AppError;
+    match e {
+        AppError::LimitReached { .. } => Some(StatusCode::TOO_MANY_REQUESTS),
+        AppError::Invalid(_) => Some(StatusCode::BAD_REQUEST),
+        AppError::Forbidden(_) => Some(StatusCode::FORBIDDEN),
+        AppError::Unauthenticated(_) => Some(StatusCode::UNAUTHORIZED),
+        _ => None,
+    }
 }
 
 /// An error page: what went wrong, and no way onward that could mislead.

@@ -22,12 +22,7 @@ impl ServerProcess {
         let mut all = vec!["serve", "--listen", "127.0.0.1:0"];
         all.extend_from_slice(args);
         let mut p = Self::launch(bin, &all, "database:");
-        p.base = p
-            .printed
-            .iter()
-            .find_map(|l| l.split("listening on ").nth(1))
-            .map(|a| a.trim().to_string())
-            .unwrap_or_default();
+        p.base = p.printed_after("listening on ").unwrap_or_default();
         assert!(
             !p.base.is_empty(),
             "server did not report its address: {:?}",
@@ -76,6 +71,15 @@ impl ServerProcess {
             printed,
             _lines: lines,
         }
+    }
+
+    /// What the server printed after `marker` on the first line holding it, trimmed
+    /// (`printed_after("login password: ")`).
+    pub fn printed_after(&self, marker: &str) -> Option<String> {
+        self.printed
+            .iter()
+            .find_map(|l| l.split(marker).nth(1))
+            .map(|v| v.trim().to_string())
     }
 
     /// Sends a signal (`TERM`, `KILL`, ...) to the server.

@@ -1,8 +1,8 @@
 //! The console's page shell: the document around every page (navigation, the signed-in person,
 //! scripts), its security headers, error pages, and times shown in the browser's zone.
 
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{Html, IntoResponse, Response};
+use axum::http::StatusCode;
+use axum::response::Response;
 use maud::{DOCTYPE, Markup, html};
 use plantd_app::AppError;
 
@@ -82,19 +82,7 @@ pub(crate) fn shell(
 
 /// An HTML answer with the console's headers.
 pub(crate) fn page_response(status: StatusCode, markup: Markup) -> Response {
-    let mut response = (status, Html(markup.into_string())).into_response();
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CSP),
-    );
-    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    headers.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("same-origin"),
-    );
-    response
+    crate::pages::html_page(status, markup.into_string(), CSP, "same-origin")
 }
 
 /// A page that shows what failed instead of its content (never a blank page), with the status

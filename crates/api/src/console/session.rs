@@ -4,7 +4,6 @@ use axum::extract::{RawQuery, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::html;
-use plantd_app::AppError;
 use plantd_app::sessions::{ClientFacts, Login};
 use serde::Deserialize;
 
@@ -87,16 +86,10 @@ pub(crate) async fn login(
             );
             r
         }
-        Err(e) => {
-            let status = match &e {
-                AppError::LimitReached { .. } => StatusCode::TOO_MANY_REQUESTS,
-                AppError::Invalid(_) => StatusCode::BAD_REQUEST,
-                AppError::Forbidden(_) => StatusCode::FORBIDDEN,
-                AppError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
-                _ => return crate::error::ApiError::from(e).into_response(),
-            };
-            login_form(status, &next, &email, Some(&e.to_string()))
-        }
+        Err(e) => match crate::pages::login_refusal_status(&e) {
+            Some(status) => login_form(status, &next, &email, Some(&e.to_string())),
+            None => crate::error::ApiError::from(e).into_response(),
+        },
     }
 }
 

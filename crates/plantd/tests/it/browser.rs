@@ -36,19 +36,11 @@ async fn the_console_in_a_real_browser() {
         "  (shown once",
     );
     let base = server
-        .printed
-        .iter()
-        .find_map(|l| l.split("listening on ").nth(1))
-        .expect("address printed")
-        .trim()
-        .to_string();
+        .printed_after("listening on ")
+        .expect("address printed");
     let password = server
-        .printed
-        .iter()
-        .find_map(|l| l.split("login password: ").nth(1))
-        .expect("password printed")
-        .trim()
-        .to_string();
+        .printed_after("login password: ")
+        .expect("password printed");
     let shots = std::env::temp_dir().join("plantd-console-screenshots");
     let _ = std::fs::remove_dir_all(&shots);
     std::fs::create_dir_all(&shots).unwrap();

@@ -37,12 +37,8 @@ async fn first_start_operator_commands_and_graceful_shutdown() {
     let printed = server.printed.join("\n");
     assert!(printed.contains("admin@localhost"), "{printed}");
     let password = server
-        .printed
-        .iter()
-        .find_map(|l| l.split("login password: ").nth(1))
-        .expect("password printed")
-        .trim()
-        .to_string();
+        .printed_after("login password: ")
+        .expect("password printed");
     assert!(password.len() >= 16);
 
     // One server per SQLite database: a second one refuses to start.
@@ -271,13 +267,7 @@ async fn up_starts_a_live_demo_plant_once() {
         "--data-dir",
         data_dir.as_str(),
     ];
-    let base_of = |p: &ServerProcess| {
-        p.printed
-            .iter()
-            .find_map(|l| l.split("listening on ").nth(1))
-            .map(|a| a.trim().to_string())
-            .expect("address printed")
-    };
+    let base_of = |p: &ServerProcess| p.printed_after("listening on ").expect("address printed");
     let mut first = ServerProcess::launch(BIN, &args, "  (shown once");
     let printed = first.printed.join("\n");
     assert!(
@@ -290,12 +280,8 @@ async fn up_starts_a_live_demo_plant_once() {
     );
     assert!(printed.contains("first start: created organization \"Demo plant\""));
     let password = first
-        .printed
-        .iter()
-        .find_map(|l| l.split("login password: ").nth(1))
-        .expect("password printed")
-        .trim()
-        .to_string();
+        .printed_after("login password: ")
+        .expect("password printed");
     let base = base_of(&first);
     let client = reqwest::Client::new();
     let login: serde_json::Value = client
