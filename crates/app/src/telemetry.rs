@@ -321,6 +321,66 @@ impl App {
         Ok(out)
     }
 
+    /// Every raw point of the filter's series (only `tags` when not empty) in its range, series
+    /// by series (by asset and tag), each by time, in chunks of at most 10,000 points. A task
+    /// reads ahead at most two chunks, so memory stays flat whatever the range; it stops when
+    /// the receiver is dropped. A failure ends the stream with its error.
+    pub fn export_raw(
+        &self,
+        org_id: &str,
+        filter: TelemetryFilter,
+        tags: Vec<String>,
+    ) -> tokio::sync::mpsc::Receiver<AppResult<Vec<RawRow>>> {
+        const CHUNK: i64 = 10_000;
+        let (tx, rx) = tokio::sync::mpsc::channel(2);
+        let (app, org_id) = (self.clone(), org_id.to_string());
+        tokio::spawn(async move {
+            let series = match app.tsdb().series_of(&org_id, &filter, &tags).await {
+                Ok(s) => s,
+                Err(e) => {
+                    let _ = tx.send(Err(e.into())).await;
+                    return;
+                }
+            };
+            for (id, asset_id, tag_name) in series {
+                let mut after = filter.start.millis() - 1;
+                loop {
+                    let points = match app
+                        .tsdb()
+                        .raw_of_series(id, after, filter.end.millis(), CHUNK)
+                        .await
+                    {
+                        Ok(p) => p,
+                        Err(e) => {
+                            let _ = tx.send(Err(e.into())).await;
+                            return;
+                        }
+                    };
+                    let Some(last) = points.last() else { break };
+                    after = last.0;
+                    let full = points.len() as i64 == CHUNK;
+                    let rows = points
+                        .into_iter()
+                        .map(|(ts, value, quality)| RawRow {
+                            timestamp: Timestamp::from_millis(ts),
+                            asset_id: asset_id.clone(),
+                            tag_name: tag_name.clone(),
+                            value,
+                            quality,
+                        })
+                        .collect();
+                    if tx.send(Ok(rows)).await.is_err() {
+                        return;
+                    }
+                    if !full {
+                        break;
+                    }
+                }
+            }
+        });
+        rx
+    }
+
     /// The organization's assets with their tag names, by name.
     pub async fn assets(&self, org_id: &str) -> AppResult<Vec<(String, Vec<String>)>> {
         Ok(self.tsdb().assets(org_id).await?)

@@ -186,6 +186,7 @@ audit_events! {
     TelemetryQuery => "telemetry.query", Telemetry, "telemetry", Info;
     TelemetryLatest => "telemetry.latest", Telemetry, "telemetry", Info;
     TelemetrySeries => "telemetry.series", Telemetry, "telemetry", Info;
+    TelemetryExport => "telemetry.export", Telemetry, "telemetry", Info;
     StreamOpen => "stream.open", Stream, "stream", Info;
 
     ApiKeyList => "api_key.list", ApiKeys, "api_key", Info;

@@ -25,6 +25,14 @@ pub enum Quality {
 }
 
 impl Quality {
+    /// The name as the API writes it (`good`, `uncertain`, `bad`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Quality::Good => "good",
+            Quality::Uncertain => "uncertain",
+            Quality::Bad => "bad",
+        }
+    }
     pub fn code(self) -> i16 {
         match self {
             Quality::Good => 0,

@@ -202,6 +202,69 @@ impl Queries<'_> {
         })
     }
 
+    /// The series of the filter (only `tags` when not empty): id, asset and tag, by asset and
+    /// tag. The first step of an export.
+    pub async fn series_of(
+        &self,
+        org_id: &str,
+        f: &TelemetryFilter,
+        tags: &[String],
+    ) -> Result<Vec<(i64, String, String)>> {
+        let (mut series, args) = series_where(org_id, f, 1);
+        if !tags.is_empty() {
+            let first = args.len() + 1;
+            let marks: Vec<String> = (0..tags.len()).map(|i| format!("${}", first + i)).collect();
+            series.push_str(&format!(" AND s.tag_name IN ({})", marks.join(", ")));
+        }
+        let sql = format!(
+            "SELECT s.id, s.asset_id, s.tag_name FROM telemetry_series s WHERE {series} ORDER BY s.asset_id, s.tag_name"
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for a in args.iter().chain(tags) {
+            q = q.bind(a.clone());
+        }
+        let mut out = Vec::new();
+        for r in q.fetch_all(self.0).await? {
+            out.push((
+                r.try_get("id")?,
+                r.try_get("asset_id")?,
+                r.try_get("tag_name")?,
+            ));
+        }
+        Ok(out)
+    }
+
+    /// Up to `limit` raw points of one series with `after < ts < end`, by time: a step of an
+    /// export, an index range read (the key is series and time), so a range of any size is
+    /// read in constant memory.
+    pub async fn raw_of_series(
+        &self,
+        series_id: i64,
+        after: i64,
+        end: i64,
+        limit: i64,
+    ) -> Result<Vec<(i64, f64, Quality)>> {
+        let rows = sqlx::query(
+            "SELECT ts, value, quality FROM telemetry_raw WHERE series_id = $1 AND ts > $2 AND ts < $3 ORDER BY ts LIMIT $4",
+        )
+        .bind(series_id)
+        .bind(after)
+        .bind(end)
+        .bind(limit)
+        .fetch_all(self.0)
+        .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in rows {
+            let quality: i16 = r.try_get("quality")?;
+            out.push((
+                r.try_get("ts")?,
+                r.try_get("value")?,
+                Quality::from_code(quality.into()),
+            ));
+        }
+        Ok(out)
+    }
+
     /// One row per series and bucket (`bucket` ms wide, aligned to UTC; the whole range when
     /// `None`), ordered by time, then asset and tag.
     pub async fn query_aggregated(

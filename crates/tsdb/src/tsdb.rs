@@ -4,7 +4,7 @@
 
 use plantd_model::Timestamp;
 use plantd_model::page::{Page, Paged};
-use plantd_model::telemetry::{Aggregation, Point};
+use plantd_model::telemetry::{Aggregation, Point, Quality};
 use plantd_store::{Backend, NewAuditRecord, Store};
 use std::sync::{Arc, Mutex};
 
@@ -98,6 +98,31 @@ impl Tsdb {
     ) -> Result<Vec<Bucket>> {
         Queries(self.shared.store.pool())
             .query_buckets(org_id, f, bucket_ms)
+            .await
+    }
+
+    /// The series an export reads: id, asset and tag, by asset and tag.
+    pub async fn series_of(
+        &self,
+        org_id: &str,
+        f: &TelemetryFilter,
+        tags: &[String],
+    ) -> Result<Vec<(i64, String, String)>> {
+        Queries(self.shared.store.pool())
+            .series_of(org_id, f, tags)
+            .await
+    }
+
+    /// Up to `limit` raw points of one series with `after < ts < end`, by time.
+    pub async fn raw_of_series(
+        &self,
+        series_id: i64,
+        after: i64,
+        end: i64,
+        limit: i64,
+    ) -> Result<Vec<(i64, f64, Quality)>> {
+        Queries(self.shared.store.pool())
+            .raw_of_series(series_id, after, end, limit)
             .await
     }
 

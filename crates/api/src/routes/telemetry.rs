@@ -1,8 +1,11 @@
 //! Telemetry (SPEC 2.3, 4.2, 8.3, 8.5): ingest, raw and aggregated queries, latest values, and
 //! downsampled series for charts.
 
+use axum::body::Bytes;
 use axum::extract::State;
-use axum::response::Response;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
 use plantd_app::telemetry::{Series, SeriesRequest};
 use plantd_model::FieldError;
 use plantd_model::Scope::{ReadTelemetry, WriteTelemetry};
@@ -42,6 +45,10 @@ pub(crate) fn routes() -> Vec<Route> {
         route!(
             series,
             Policy::scope(ReadTelemetry, AuditEvent::TelemetrySeries).limit(600, 60)
+        ),
+        route!(
+            export,
+            Policy::scope(ReadTelemetry, AuditEvent::TelemetryExport).limit(60, 60)
         ),
     ]
 }
@@ -375,4 +382,130 @@ async fn series(
         width: request.width,
         series,
     }))
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ExportQuery {
+    pub data_source_id: Option<String>,
+    /// Required.
+    pub asset_id: Option<String>,
+    /// Comma-separated tag names; every tag of the asset when absent.
+    pub tags: Option<String>,
+    /// Inclusive start (RFC 3339); default: one hour before `end`.
+    pub start: Option<String>,
+    /// Exclusive end (RFC 3339); default: now.
+    pub end: Option<String>,
+    /// `csv` (default) or `ndjson`.
+    pub format: Option<String>,
+}
+
+/// Extension: every raw point of an asset's tags in the range, in one streamed response (CSV
+/// with a header row, or one JSON object per line), series by series (by tag), each by time.
+/// Counted as one request; the server's memory does not grow with the range.
+#[utoipa::path(get, path = "/telemetry/export", tag = "telemetry", params(ExportQuery),
+    responses((status = 200, description = "The points: CSV (timestamp,asset_id,tag_name,value,quality) or NDJSON",
+        content((String = "text/csv; charset=utf-8"), (RawRow = "application/x-ndjson")))))]
+async fn export(
+    State(state): State<AppState>,
+    caller: Auth,
+    ValidQuery(q): ValidQuery<ExportQuery>,
+) -> ApiResult<Response> {
+    let mut errors = Vec::new();
+    let (start, end) = time_range(&mut errors, &q.start, &q.end);
+    let asset_id = q.asset_id.unwrap_or_default();
+    if let Err(m) = check_name(&asset_id) {
+        errors.push(FieldError::new("asset_id", m));
+    }
+    let tags: Vec<String> = q
+        .tags
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(str::to_string)
+        .collect();
+    for t in &tags {
+        if let Err(m) = check_name(t) {
+            errors.push(FieldError::new("tags", format!("{t}: {m}")));
+        }
+    }
+    let ndjson = match q.format.as_deref() {
+        None | Some("csv") => false,
+        Some("ndjson") => true,
+        Some(_) => {
+            errors.push(FieldError::new("format", "must be csv or ndjson"));
+            false
+        }
+    };
+    if !errors.is_empty() {
+        return Err(ApiError::Validation(errors));
+    }
+    let filter = TelemetryFilter {
+        data_source_id: q.data_source_id,
+        asset_id: Some(asset_id),
+        tag_name: None,
+        start,
+        end,
+    };
+    let chunks = state.app.export_raw(&caller.org_id, filter, tags);
+    let header =
+        (!ndjson).then(|| Bytes::from_static(b"timestamp,asset_id,tag_name,value,quality\n"));
+    let stream =
+        futures_util::stream::unfold((chunks, header), move |(mut chunks, header)| async move {
+            if let Some(h) = header {
+                return Some((Ok(h), (chunks, None)));
+            }
+            match chunks.recv().await? {
+                Ok(rows) => Some((Ok(render_rows(&rows, ndjson)), (chunks, None))),
+                Err(e) => {
+                    tracing::warn!(error = %e, "a telemetry export stopped");
+                    Some((Err(std::io::Error::other(e.to_string())), (chunks, None)))
+                }
+            }
+        })
+        // Fused: a compressing body may poll again after the end.
+        .fuse();
+    let (content_type, file) = if ndjson {
+        ("application/x-ndjson", "telemetry.ndjson")
+    } else {
+        ("text/csv; charset=utf-8", "telemetry.csv")
+    };
+    Ok((
+        [
+            (header::CONTENT_TYPE, content_type.to_string()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"{file}\""),
+            ),
+        ],
+        axum::body::Body::from_stream(stream),
+    )
+        .into_response())
+}
+
+/// A chunk of points as CSV rows or NDJSON lines.
+fn render_rows(rows: &[RawRow], ndjson: bool) -> Bytes {
+    let mut out = Vec::with_capacity(rows.len() * 80);
+    if ndjson {
+        for r in rows {
+            if serde_json::to_writer(&mut out, r).is_ok() {
+                out.push(b'\n');
+            }
+        }
+    } else {
+        let mut w = csv::Writer::from_writer(&mut out);
+        for r in rows {
+            let _ = w.write_record([
+                r.timestamp.to_rfc3339().as_str(),
+                &r.asset_id,
+                &r.tag_name,
+                &r.value.to_string(),
+                r.quality.as_str(),
+            ]);
+        }
+        let _ = w.flush();
+        drop(w);
+    }
+    Bytes::from(out)
 }

@@ -777,3 +777,119 @@ async fn series_are_downsampled_to_the_chart_width() {
     assert_eq!(theirs.json["data"]["series"][0]["t"], json!([]));
     app.stop().await;
 }
+
+/// `GET /telemetry/export`: every raw point of the range in one response (more than one
+/// internal chunk), CSV or NDJSON, series by series and each by time, values exact; tag and
+/// range filters; refusals name the field; another organization exports nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn export_streams_every_raw_point() {
+    let app = spawn_app().await;
+    let k = app.admin_key.as_str();
+    let b = base();
+    for part in 0..3 {
+        let points: Vec<Value> = (part * 8_000..(part + 1) * 8_000)
+            .map(|i| point("P", "T", i as f64 / 7.0, b + i * 100))
+            .collect();
+        assert_eq!(ingest(&app, k, points).await, 8_000);
+    }
+    let extra: Vec<Value> = (0..5)
+        .map(|i| point("P", "U", -(i as f64), b + i * 1000))
+        .chain([point("Q", "T", 1.0, b)])
+        .collect();
+    ingest(&app, k, extra).await;
+    let range = format!("start={}&end={}", ts(b), ts(b + HOUR));
+
+    let csv = app
+        .get(&format!("/telemetry/export?asset_id=P&{range}"), k)
+        .await
+        .expect(200);
+    assert_eq!(csv.header("content-type"), Some("text/csv; charset=utf-8"));
+    let lines: Vec<&str> = csv.text.lines().collect();
+    assert_eq!(lines[0], "timestamp,asset_id,tag_name,value,quality");
+    assert_eq!(lines.len(), 1 + 24_000 + 5, "every point of P, none of Q");
+    for (i, line) in lines[1..24_001].iter().enumerate() {
+        let f: Vec<&str> = line.split(',').collect();
+        assert_eq!(f[0], ts(b + i as i64 * 100), "T by time");
+        assert_eq!((f[1], f[2], f[4]), ("P", "T", "good"));
+        assert_eq!(f[3].parse::<f64>().unwrap(), i as f64 / 7.0, "values exact");
+    }
+    assert!(
+        lines[24_001].starts_with(&format!("{},P,U,0,good", ts(b))),
+        "{}",
+        lines[24_001]
+    );
+
+    let nd = app
+        .get(
+            &format!("/telemetry/export?asset_id=P&tags=U&format=ndjson&{range}"),
+            k,
+        )
+        .await
+        .expect(200);
+    assert_eq!(nd.header("content-type"), Some("application/x-ndjson"));
+    let rows: Vec<Value> = nd
+        .text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 5);
+    assert_eq!(
+        rows[4],
+        json!({"timestamp": ts(b + 4000), "asset_id": "P", "tag_name": "U", "value": -4.0, "quality": "good"})
+    );
+
+    // The range is half-open, as for queries.
+    let part = app
+        .get(
+            &format!(
+                "/telemetry/export?asset_id=P&tags=T&start={}&end={}",
+                ts(b + 100),
+                ts(b + 400)
+            ),
+            k,
+        )
+        .await
+        .expect(200);
+    assert_eq!(part.text.lines().count(), 1 + 3);
+
+    for (query, field) in [
+        ("tags=T", "asset_id"),
+        ("asset_id=P&format=xml", "format"),
+        (
+            "asset_id=P&start=2026-01-02T00:00:00Z&end=2026-01-01T00:00:00Z",
+            "end",
+        ),
+    ] {
+        let r = app
+            .get(&format!("/telemetry/export?{query}"), k)
+            .await
+            .expect(400);
+        assert_eq!(r.json["error"]["details"][0]["field"], field, "{query}");
+    }
+    // Compressed for a client that asks (the stream ends cleanly through the encoder too).
+    let gz = app
+        .client
+        .get(format!(
+            "{}/telemetry/export?asset_id=P&tags=U&{range}",
+            app.base
+        ))
+        .bearer_auth(k)
+        .header("accept-encoding", "gzip")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gz.status(), 200);
+    assert_eq!(gz.headers()["content-encoding"], "gzip");
+    assert_eq!(
+        &gz.bytes().await.unwrap()[..2],
+        &[0x1f, 0x8b],
+        "a whole gzip stream"
+    );
+    let (_, other) = app.other_org("Other plant", Tier::Professional).await;
+    let theirs = app
+        .get(&format!("/telemetry/export?asset_id=P&{range}"), &other)
+        .await
+        .expect(200);
+    assert_eq!(theirs.text.lines().count(), 1, "the header only");
+    app.stop().await;
+}
