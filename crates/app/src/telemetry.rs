@@ -273,18 +273,24 @@ impl App {
                 .map(|b| b.stats.count)
                 .sum();
             if points <= 2 * width {
-                let per_page = u32::try_from(points.max(1)).unwrap_or(u32::MAX);
-                let raw = self
-                    .tsdb()
-                    .query_raw(org_id, &filter, Page { page: 1, per_page })
-                    .await?;
+                // The points were counted: read them by the series' key, without a count.
+                let mut raw = Vec::new();
+                if points > 0 {
+                    for (id, _, _) in self.tsdb().series_of(org_id, &filter, &[]).await? {
+                        raw.extend(
+                            self.tsdb()
+                                .raw_of_series(id, r.start.millis() - 1, r.end.millis(), points)
+                                .await?,
+                        );
+                    }
+                }
                 out.push(Series {
                     tag_name: tag.clone(),
                     downsampled: false,
                     bucket_ms: None,
                     points: points as u64,
-                    t: raw.items.iter().map(|p| p.timestamp.millis()).collect(),
-                    value: Some(raw.items.iter().map(|p| p.value).collect()),
+                    t: raw.iter().map(|p| p.0).collect(),
+                    value: Some(raw.iter().map(|p| p.1).collect()),
                     min: None,
                     max: None,
                     avg: None,

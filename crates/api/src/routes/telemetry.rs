@@ -185,6 +185,44 @@ fn time_range(
     (start, end)
 }
 
+/// The tag names of a comma-separated list (blanks dropped).
+fn tag_list(text: &str) -> Vec<String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// The required asset and the listed tags of a series or export query, each checked as names,
+/// with 1 to `max` tags when a maximum is given; faults are added to `errors`.
+fn asset_and_tags(
+    errors: &mut Vec<FieldError>,
+    asset_id: Option<String>,
+    tags: Option<&str>,
+    max: Option<usize>,
+) -> (String, Vec<String>) {
+    let asset_id = asset_id.unwrap_or_default();
+    if let Err(m) = check_name(&asset_id) {
+        errors.push(FieldError::new("asset_id", m));
+    }
+    let tags = tag_list(tags.unwrap_or_default());
+    if let Some(max) = max
+        && (tags.is_empty() || tags.len() > max)
+    {
+        errors.push(FieldError::new(
+            "tags",
+            format!("must name 1 to {max} tags, comma-separated"),
+        ));
+    }
+    for t in &tags {
+        if let Err(m) = check_name(t) {
+            errors.push(FieldError::new("tags", format!("{t}: {m}")));
+        }
+    }
+    (asset_id, tags)
+}
+
 #[derive(Serialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum TelemetryRow {
@@ -274,13 +312,7 @@ async fn latest(
         .filter(|a| !a.trim().is_empty())
         .ok_or_else(|| ApiError::validation("asset_id", "is required"))?;
     check_name(&asset_id).map_err(|m| ApiError::validation("asset_id", m))?;
-    let tags: Option<Vec<String>> = q.tags.map(|t| {
-        t.split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string)
-            .collect()
-    });
+    let tags: Option<Vec<String>> = q.tags.as_deref().map(tag_list);
     let values = state
         .app
         .latest_values(&caller.org_id, &asset_id, tags.as_deref())
@@ -337,29 +369,12 @@ async fn series(
 ) -> ApiResult<Response> {
     let mut errors = Vec::new();
     let (start, end) = time_range(&mut errors, &q.start, &q.end);
-    let asset_id = q.asset_id.unwrap_or_default();
-    if let Err(m) = check_name(&asset_id) {
-        errors.push(FieldError::new("asset_id", m));
-    }
-    let tags: Vec<String> = q
-        .tags
-        .unwrap_or_default()
-        .split(',')
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .map(str::to_string)
-        .collect();
-    if tags.is_empty() || tags.len() > MAX_TAGS_PER_WIDGET {
-        errors.push(FieldError::new(
-            "tags",
-            format!("must name 1 to {MAX_TAGS_PER_WIDGET} tags, comma-separated"),
-        ));
-    }
-    for t in &tags {
-        if let Err(m) = check_name(t) {
-            errors.push(FieldError::new("tags", format!("{t}: {m}")));
-        }
-    }
+    let (asset_id, tags) = asset_and_tags(
+        &mut errors,
+        q.asset_id,
+        q.tags.as_deref(),
+        Some(MAX_TAGS_PER_WIDGET),
+    );
     let width = q.width.unwrap_or(1000);
     if !(10..=10_000).contains(&width) {
         errors.push(FieldError::new("width", "must be 10 to 10000"));
@@ -413,23 +428,7 @@ async fn export(
 ) -> ApiResult<Response> {
     let mut errors = Vec::new();
     let (start, end) = time_range(&mut errors, &q.start, &q.end);
-    let asset_id = q.asset_id.unwrap_or_default();
-    if let Err(m) = check_name(&asset_id) {
-        errors.push(FieldError::new("asset_id", m));
-    }
-    let tags: Vec<String> = q
-        .tags
-        .unwrap_or_default()
-        .split(',')
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .map(str::to_string)
-        .collect();
-    for t in &tags {
-        if let Err(m) = check_name(t) {
-            errors.push(FieldError::new("tags", format!("{t}: {m}")));
-        }
-    }
+    let (asset_id, tags) = asset_and_tags(&mut errors, q.asset_id, q.tags.as_deref(), None);
     let ndjson = match q.format.as_deref() {
         None | Some("csv") => false,
         Some("ndjson") => true,
