@@ -16,8 +16,12 @@ pub struct Workers {
 }
 
 impl App {
-    /// Reads what the workers need at start (open alerts) and starts them.
+    /// Upgrades telemetry storage in place if the database needs it (progress in the log), reads
+    /// what the workers need at start (open alerts) and starts them.
     pub async fn start(&self) -> Workers {
+        if let Err(e) = self.tsdb().upgrade().await {
+            tracing::error!(error = %plantd_model::error_chain(&e), "cannot upgrade telemetry storage; telemetry requests will try again");
+        }
         if let Err(e) = self.alert_engine().load(self.store()).await {
             tracing::error!(error = %plantd_model::error_chain(&e), "cannot read open alerts; rules may fire again for them");
         }
@@ -37,7 +41,8 @@ impl App {
 }
 
 impl Workers {
-    /// Stops every worker, waits for their last writes and writes pending usage counts.
+    /// Stops every worker, waits for their last writes, writes pending usage counts and seals the
+    /// telemetry windows that are due.
     pub async fn stop(self) {
         let _ = self.stop.send(true);
         for t in self.tasks {
@@ -45,6 +50,11 @@ impl Workers {
         }
         if let Err(e) = self.app.usage().flush(self.app.store()).await {
             tracing::error!(error = %plantd_model::error_chain(&e), "could not write the last usage counts");
+        }
+        // What the sealer would merge next, merged now: a stopped node leaves closed windows
+        // compressed.
+        if let Err(e) = self.app.tsdb().seal().await {
+            tracing::error!(error = %plantd_model::error_chain(&e), "could not seal telemetry blocks at stop");
         }
     }
 }

@@ -55,15 +55,24 @@ struct Row {
     peer: f64,
 }
 
-/// Points stored with a timestamp in [from, to) (Unix ms).
-async fn count_points(db: &sqlx::AnyPool, from: i64, to: i64) -> Result<i64> {
-    let (n,): (i64,) =
-        sqlx::query_as("SELECT COUNT(*) FROM telemetry_raw WHERE ts >= $1 AND ts < $2")
-            .bind(from)
-            .bind(to)
-            .fetch_one(db)
-            .await?;
-    Ok(n)
+/// Points stored with a timestamp in [from, to) (Unix ms), as the API counts them.
+async fn count_points(
+    sender: &mut Sender,
+    server: &Server,
+    key: &str,
+    from: i64,
+    to: i64,
+) -> Result<i64> {
+    let path = format!(
+        "/v1/telemetry?start={}&end={}&per_page=1",
+        plantd_model::Timestamp::from_millis(from).to_rfc3339(),
+        plantd_model::Timestamp::from_millis(to).to_rfc3339()
+    );
+    let (status, body) = call(sender, &server.addr, "GET", &path, key, None).await?;
+    if status != 200 {
+        bail!("counting the stored points answered {status}: {body}");
+    }
+    body["meta"]["total"].as_i64().context("meta.total")
 }
 
 fn now_ms() -> i64 {
@@ -114,7 +123,6 @@ async fn measure(
     o: &Options,
     server: &Server,
     key: &str,
-    db: &sqlx::AnyPool,
     sim: &SimProcess,
     source: Value,
     offered: f64,
@@ -150,7 +158,7 @@ async fn measure(
     );
     let cpu_secs = t0.elapsed().as_secs_f64();
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let stored = count_points(db, from, to).await?;
+    let stored = count_points(&mut sender, server, key, from, to).await?;
     let secs = (to - from) as f64 / 1000.0;
     let rss = rss_mib(server_pid)?;
     let (status, _) = call(&mut sender, &server.addr, "DELETE", &path, key, None).await?;
@@ -176,13 +184,7 @@ async fn measure(
 /// Publishes 500 messages per second of 100 values each (1,000 assets in turn, so that no two
 /// messages of one asset share a millisecond) to the broker for the duration, while the node's
 /// MQTT source and a plain subscriber receive them.
-async fn mqtt_row(
-    o: &Options,
-    server: &Server,
-    key: &str,
-    db: &sqlx::AnyPool,
-    broker: &str,
-) -> Result<Row> {
+async fn mqtt_row(o: &Options, server: &Server, key: &str, broker: &str) -> Result<Row> {
     use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
     let url = plantd_model::data_source::parse_url(broker).map_err(anyhow::Error::msg)?;
     let port = url.port.unwrap_or(1883);
@@ -254,7 +256,7 @@ async fn mqtt_row(
     let cpu_secs = t0.elapsed().as_secs_f64();
     tokio::time::sleep(Duration::from_secs(3)).await;
     let delivered = received.load(std::sync::atomic::Ordering::Relaxed) - r0;
-    let stored = count_points(db, from, to).await?;
+    let stored = count_points(&mut sender, server, key, from, to).await?;
     let secs = (to - from) as f64 / 1000.0;
     let rss = rss_mib(server_pid)?;
     let _ = call(&mut sender, &server.addr, "DELETE", &path, key, None).await?;
@@ -303,14 +305,6 @@ pub async fn run(o: &Options) -> Result<()> {
     let backends = backends(o);
     for (backend, url) in &backends {
         let (server, key) = start_server(o, url.as_deref())?;
-        let db_url = match url {
-            Some(u) => u.clone(),
-            None => format!("sqlite://{}", server.dir.join("plantd.db").display()),
-        };
-        let db = sqlx::any::AnyPoolOptions::new()
-            .max_connections(1)
-            .connect(&db_url)
-            .await?;
         for update_ms in [1000u64, 200, 100] {
             let variables = 10_000;
             let label = format!("OPC UA, {variables} monitored items, {update_ms} ms");
@@ -319,7 +313,7 @@ pub async fn run(o: &Options) -> Result<()> {
                 let source = json!({"name": format!("sim {update_ms}"), "type": "opcua", "config": {
                     "endpoint": sim.opcua_url, "publishing_interval_ms": 100}});
                 let offered = variables as f64 * 1000.0 / update_ms as f64;
-                measure(o, &server, &key, &db, &sim, source, offered).await
+                measure(o, &server, &key, &sim, source, offered).await
             }
             .await
             .map(|mut r| {
@@ -348,7 +342,7 @@ pub async fn run(o: &Options) -> Result<()> {
                 "host": host, "port": port.parse::<u16>()?, "poll_interval_ms": 200,
                 "registers": registers}});
             let offered = (assets * 4) as f64 * 5.0;
-            measure(o, &server, &key, &db, &sim, source, offered).await
+            measure(o, &server, &key, &sim, source, offered).await
         }
         .await
         .map(|mut r| {
@@ -358,7 +352,7 @@ pub async fn run(o: &Options) -> Result<()> {
         print(backend, &result, &label);
         if let Some(broker) = &o.mqtt_url {
             let label = "MQTT, 500 messages/s x 100 values, QoS 1".to_string();
-            let result = mqtt_row(o, &server, &key, &db, broker).await.map(|mut r| {
+            let result = mqtt_row(o, &server, &key, broker).await.map(|mut r| {
                 r.source = label.clone();
                 r
             });
@@ -370,7 +364,6 @@ pub async fn run(o: &Options) -> Result<()> {
                 );
             }
         }
-        db.close().await;
         drop(server);
         drop_database(url.as_deref(), o.postgres_url.as_deref());
     }

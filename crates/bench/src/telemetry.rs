@@ -1,9 +1,9 @@
-//! `plantd-bench telemetry`: HTTP ingest (batches of 1,000 and 5,000), an hourly average over
-//! many points of one series, and `latest` under load, each beside a straightforward baseline on
-//! the same engine (plain row inserts; a GROUP BY over raw rows). Request bodies are built
-//! before the clock starts.
+//! `plantd-bench telemetry`: HTTP ingest (batches of 1,000 and 5,000) beside a straightforward
+//! baseline on the same engine (plain row inserts), an hourly average over many points of one
+//! series, and `latest` under load. Request bodies are built before the clock starts. The peers
+//! (InfluxDB, VictoriaMetrics) run in `plantd-bench peers`.
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use http_body_util::Full;
 use hyper::body::Bytes;
 use std::process::Command;
@@ -270,9 +270,6 @@ pub async fn run(o: &Options) -> Result<()> {
     );
     for (name, url) in &backends {
         let (server, _) = start_server(o, url.as_deref())?;
-        let db_url = url
-            .clone()
-            .unwrap_or_else(|| format!("sqlite://{}", server.dir.join("plantd.db").display()));
         let keys = create_keys(o, &server, connections)?;
         // POST /v1/telemetry allows 1,000 requests per minute per key (SPEC 8.5): each ingest
         // connection cycles through keys enough for 1,000 requests/s each.
@@ -418,21 +415,12 @@ pub async fn run(o: &Options) -> Result<()> {
             p50_ms: pct(&lat, 0.5),
             p99_ms: pct(&lat, 0.99),
         };
-        let raw = baseline_group_by(&db_url, start, end).await?;
         let work = format!("avg 1h over {}M points", o.points as f64 / 1e6);
         row(
             name,
             &work,
             "plantd HTTP (rollups)",
             &agg,
-            "queries/s",
-            Some(raw.p50_ms / agg.p50_ms),
-        );
-        row(
-            name,
-            &work,
-            "baseline: GROUP BY raw rows",
-            &raw,
             "queries/s",
             None,
         );
@@ -474,38 +462,6 @@ pub async fn run(o: &Options) -> Result<()> {
     );
     println!("avg 1h over 10M points p50 < 50 ms; latest p99 < 2 ms at load");
     Ok(())
-}
-
-async fn baseline_group_by(db_url: &str, start: i64, end: i64) -> Result<Figure> {
-    sqlx::any::install_default_drivers();
-    let pool = sqlx::any::AnyPoolOptions::new()
-        .max_connections(1)
-        .connect(db_url)
-        .await
-        .context("baseline connection")?;
-    let mut lat = Vec::new();
-    for _ in 0..5 {
-        let t = Instant::now();
-        let rows = sqlx::query(
-            "SELECT (r.ts / 3600000) * 3600000 AS b, AVG(r.value) AS v FROM telemetry_raw r \
-             JOIN telemetry_series s ON s.id = r.series_id \
-             WHERE s.asset_id = 'agg' AND s.tag_name = 'V' AND r.ts >= $1 AND r.ts < $2 GROUP BY (r.ts / 3600000) * 3600000",
-        )
-        .bind(start)
-        .bind(end)
-        .fetch_all(&pool)
-        .await?;
-        if rows.is_empty() {
-            bail!("baseline query found no rows");
-        }
-        lat.push(t.elapsed().as_micros() as u32);
-    }
-    lat.sort_unstable();
-    Ok(Figure {
-        per_second: 1000.0 / pct(&lat, 0.5),
-        p50_ms: pct(&lat, 0.5),
-        p99_ms: pct(&lat, 0.99),
-    })
 }
 
 /// Messages per second delivered to `subscribers` WebSocket clients, each subscribed to every

@@ -1,6 +1,7 @@
 //! [`Store`]: the handle every repository method hangs off (one module per aggregate adds its
 //! `impl Store` block). It holds the pool, the data source cache and the audit writer's queue.
 
+use sqlx::Row;
 use sqlx::any::AnyPoolOptions;
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,6 +60,22 @@ impl Store {
         let cache = Arc::new(DataSourceCache::new(backend == Backend::Sqlite));
         if backend == Backend::Postgres {
             data_source_cache::spawn_listener(url.to_string(), &cache);
+        }
+        if backend == Backend::Sqlite {
+            // A new file gives freed pages back to the file system (telemetry sealing rewrites
+            // blocks); the mode can only be chosen before the first table.
+            let tables: i64 = sqlx::query("SELECT COUNT(*) AS n FROM sqlite_master")
+                .fetch_one(&pool)
+                .await?
+                .try_get("n")?;
+            if tables == 0 {
+                // The file exists already (WAL mode is written in its header): VACUUM applies the
+                // mode, at no cost on an empty file.
+                let mut conn = pool.acquire().await?;
+                sqlx::raw_sql("PRAGMA auto_vacuum = INCREMENTAL; VACUUM")
+                    .execute(&mut *conn)
+                    .await?;
+            }
         }
         crate::migrate::run(&pool, backend).await?;
         Ok(Self {

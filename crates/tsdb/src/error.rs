@@ -10,6 +10,9 @@ pub enum TsdbError {
     /// stopped before answering.
     #[error("{0}")]
     Writer(String),
+    /// A stored block could not be encoded or read back.
+    #[error("telemetry block: {0}")]
+    Block(String),
 }
 
 pub type Result<T> = std::result::Result<T, TsdbError>;

@@ -1,28 +1,24 @@
-//! Atomic batch ingest: series upsert, raw upsert (a point with the same series and timestamp
-//! replaces the stored one), then the touched minute buckets recomputed from raw, the touched
-//! hours from minutes and the touched days from hours, all in one transaction.
+//! Atomic batch ingest: series upsert, the points into blocks (a point with the same series and
+//! timestamp replaces the stored one), then the touched minute buckets recomputed from the points,
+//! the touched hours from minutes and the touched days from hours, all in one transaction.
 
 use plantd_model::telemetry::Point;
 use plantd_store::NewAuditRecord;
 use sqlx::Row;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
+use crate::block::Columns;
+use crate::blocks::{self, NewBlock};
 use crate::error::{Result, TsdbError};
 use crate::levels::{LEVELS, floor_to, runs};
 use crate::state::{SeriesEntry, SeriesKey, Shared};
 use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
-/// Rows per multi-row INSERT on SQLite (4 parameters each, far below its parameter limit).
-const ROWS_PER_INSERT: usize = 500;
-/// Rows per array upsert on PostgreSQL.
-const PG_ROWS_PER_INSERT: usize = 20_000;
 /// Ranges per rollup statement (3 parameters each).
 const RANGES_PER_STATEMENT: usize = 300;
 /// Bucket deltas per statement (6 parameters each).
 const DELTAS_PER_STATEMENT: usize = 150;
-/// Keys looked up per statement (2 parameters each).
-const KEYS_PER_STATEMENT: usize = 400;
 
 /// A raw point as written: ((series, ts), (value, quality)).
 type RawPoint = ((i64, i64), (f64, i16));
@@ -55,84 +51,76 @@ impl Delta {
     }
 }
 
-/// The batch's keys that already hold a point (a correlated EXISTS, so each key is one primary
-/// key probe: a join let SQLite scan the raw table instead, minutes on millions of rows). Only keys at or before their series' newest
-/// stored timestamp can, so appends (the usual case) cost one index probe per series.
-async fn find_replaced(
+/// Writes the group's rows (sorted by series and time, without repeats) into blocks and returns
+/// the keys that replaced a stored point.
+///
+/// Per series and window: points after the series' newest stored point (appends, the usual case:
+/// one index probe per series for the whole group) become a new head block; others are merged
+/// with the blocks they overlap, which are rewritten as one (the group's point wins a key).
+async fn write_blocks(
     tx: &mut plantd_store::WriteTx,
     sqlite: bool,
     rows: &[RawPoint],
-) -> Result<std::collections::HashSet<(i64, i64)>> {
+) -> Result<HashSet<(i64, i64)>> {
     let series: Vec<i64> = rows
         .iter()
         .map(|((s, _), _)| *s)
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    let mut newest: HashMap<i64, i64> = HashMap::new();
-    for chunk in series.chunks(KEYS_PER_STATEMENT) {
-        let sql = cached_sql(Statement::ProbeNewest, 0, sqlite, chunk.len(), || {
-            let values = (0..chunk.len())
-                .map(|i| format!("(CAST({} AS BIGINT))", placeholder(sqlite, i + 1)))
-                .collect::<Vec<_>>()
-                .join(", ");
-            format!(
-                "WITH k (id) AS (VALUES {values}) \
-                 SELECT k.id AS id, (SELECT MAX(r.ts) FROM telemetry_raw r WHERE r.series_id = k.id) AS newest FROM k"
-            )
-        });
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for s in chunk {
-            q = q.bind(*s);
+    let newest = blocks::newest(tx, sqlite, &series).await?;
+    let mut replaced = HashSet::new();
+    let mut new_blocks = Vec::new();
+    let mut i = 0;
+    while i < rows.len() {
+        let ((s, t0), _) = rows[i];
+        let window = blocks::window_of(t0);
+        let mut seg = Columns::default();
+        while i < rows.len() && rows[i].0.0 == s && blocks::window_of(rows[i].0.1) == window {
+            let ((_, t), (v, q)) = rows[i];
+            seg.push(t, v, q);
+            i += 1;
         }
-        for row in q.fetch_all(&mut **tx).await? {
-            if let Some(n) = row.try_get::<Option<i64>, _>("newest")? {
-                newest.insert(row.try_get("id")?, n);
+        let (lo, hi) = (seg.ts[0], seg.ts[seg.len() - 1]);
+        let old = if newest.get(&s).is_some_and(|n| lo <= *n) {
+            blocks::overlapping(tx, s, lo, hi).await?
+        } else {
+            Vec::new()
+        };
+        let columns = match (old.first(), old.last()) {
+            (Some(first), Some(last)) => {
+                let mut stored = Columns::default();
+                for b in &old {
+                    stored.extend(b.columns()?);
+                }
+                let (merged, keys) = Columns::merge(&stored, &seg);
+                replaced.extend(keys.into_iter().map(|t| (s, t)));
+                blocks::delete_span(tx, s, first.start, last.start).await?;
+                merged
             }
-        }
-    }
-    let candidates: Vec<(i64, i64)> = rows
-        .iter()
-        .map(|(k, _)| *k)
-        .filter(|(s, t)| newest.get(s).is_some_and(|n| t <= n))
-        .collect();
-    let mut replaced = std::collections::HashSet::new();
-    for chunk in candidates.chunks(KEYS_PER_STATEMENT) {
-        let sql = cached_sql(Statement::ProbeKeys, 0, sqlite, chunk.len(), || {
-            let values = (0..chunk.len())
-                .map(|i| {
-                    let p = |k: usize| placeholder(sqlite, i * 2 + k);
-                    format!("(CAST({} AS BIGINT), CAST({} AS BIGINT))", p(1), p(2))
-                })
-                .collect::<Vec<_>>()
-                .join(", ");
-            format!(
-                "WITH k (s, t) AS (VALUES {values}) \
-                 SELECT k.s AS s, k.t AS t FROM k \
-                 WHERE EXISTS (SELECT 1 FROM telemetry_raw r WHERE r.series_id = k.s AND r.ts = k.t)"
-            )
+            _ => seg,
+        };
+        new_blocks.push(NewBlock {
+            series: s,
+            columns,
+            sealed: false,
         });
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for (s, t) in chunk {
-            q = q.bind(*s).bind(*t);
-        }
-        for row in q.fetch_all(&mut **tx).await? {
-            replaced.insert((row.try_get("s")?, row.try_get("t")?));
-        }
     }
+    blocks::insert(tx, sqlite, &new_blocks).await?;
     Ok(replaced)
 }
 
-/// Adds deltas to `level` buckets (creating them when new).
-async fn add_deltas(
+/// Adds deltas to `level` buckets (creating them when new), or with `overwrite` sets them.
+async fn write_buckets(
     tx: &mut plantd_store::WriteTx,
     sqlite: bool,
     level: i16,
     deltas: &[(i64, i64, Delta)],
+    overwrite: bool,
 ) -> Result<()> {
     let sql = cached_sql(
         Statement::AddDeltas,
-        i64::from(level),
+        i64::from(level) * 2 + i64::from(overwrite),
         sqlite,
         deltas.len(),
         || {
@@ -156,11 +144,19 @@ async fn add_deltas(
             } else {
                 ("LEAST", "GREATEST")
             };
+            let set = if overwrite {
+                "count = excluded.count, sum = excluded.sum, min = excluded.min, max = excluded.max"
+                    .to_string()
+            } else {
+                format!(
+                    "count = telemetry_rollup.count + excluded.count, \
+                     sum = telemetry_rollup.sum + excluded.sum, min = {least}(telemetry_rollup.min, excluded.min), \
+                     max = {greatest}(telemetry_rollup.max, excluded.max)"
+                )
+            };
             format!(
                 "INSERT INTO telemetry_rollup (level, series_id, bucket, count, sum, min, max) VALUES {values} \
-             ON CONFLICT (level, series_id, bucket) DO UPDATE SET count = telemetry_rollup.count + excluded.count, \
-             sum = telemetry_rollup.sum + excluded.sum, min = {least}(telemetry_rollup.min, excluded.min), \
-             max = {greatest}(telemetry_rollup.max, excluded.max)"
+             ON CONFLICT (level, series_id, bucket) DO UPDATE SET {set}"
             )
         },
     );
@@ -209,6 +205,7 @@ pub(crate) async fn submit(
     let writer = writer.get_or_init(|| {
         let (tx, rx) = tokio::sync::mpsc::channel(QUEUE);
         tokio::spawn(run_writer(shared.clone(), rx));
+        tokio::spawn(crate::seal::run(shared.clone()));
         tx
     });
     let rows = shared.rows_from_cache(org_id, &points);
@@ -423,13 +420,7 @@ impl Shared {
             // later upsert would drop the other's points), so they take turns, across API nodes
             // too; locks are taken in one order so that groups never deadlock. SQLite needs
             // nothing: its write gate already serializes whole transactions.
-            let orgs: BTreeSet<i64> = jobs.iter().map(|j| org_lock_key(&j.org_id)).collect();
-            for key in orgs {
-                sqlx::query("SELECT pg_advisory_xact_lock($1)")
-                    .bind(key)
-                    .execute(&mut *tx)
-                    .await?;
-            }
+            blocks::lock_orgs(&mut tx, jobs.iter().map(|j| j.org_id.as_str())).await?;
         }
         let mut created: Vec<(SeriesKey, SeriesEntry)> = Vec::new();
         let mut counts = Vec::with_capacity(jobs.len());
@@ -454,19 +445,7 @@ impl Shared {
             sort_rows(&mut rows);
         }
         // Which points replace stored ones: their buckets are recomputed, the others get deltas.
-        let replaced = find_replaced(&mut tx, sqlite, &rows).await?;
-        // New keys are plain inserts (the lock or write gate keeps anyone else from adding them
-        // meanwhile); replacing ones are upserts. An upsert costs PostgreSQL a third more.
-        let (fresh, replacing): (Vec<RawPoint>, Vec<RawPoint>) = rows
-            .iter()
-            .partition(|((s, t), _)| !replaced.contains(&(*s, *t)));
-        for (part, upsert) in [(&fresh, false), (&replacing, true)] {
-            if sqlite {
-                insert_raw_sqlite(&mut tx, part, upsert).await?;
-            } else {
-                insert_raw_postgres(&mut tx, part, upsert).await?;
-            }
-        }
+        let replaced = write_blocks(&mut tx, sqlite, &rows).await?;
         // Rollups per level, each from the one below in one pass over sorted entries: buckets
         // holding only new points add their delta; buckets where a point was replaced are
         // recomputed from the level below.
@@ -485,7 +464,7 @@ impl Shared {
                 .filter_map(|(s, b, d)| d.map(|d| (*s, *b, d)))
                 .collect();
             for chunk in deltas.chunks(DELTAS_PER_STATEMENT) {
-                add_deltas(&mut tx, sqlite, level, chunk).await?;
+                write_buckets(&mut tx, sqlite, level, chunk, false).await?;
             }
             let mut ranges: Vec<(i64, i64, i64)> = Vec::new();
             let mut i = 0;
@@ -504,8 +483,12 @@ impl Shared {
                         .map(|(lo, hi)| (s, lo, hi)),
                 );
             }
-            for chunk in ranges.chunks(RANGES_PER_STATEMENT) {
-                recompute(&mut tx, sqlite, level, width, source_width, chunk).await?;
+            if source_width == 1 {
+                recompute_from_points(&mut tx, sqlite, level, width, &ranges).await?;
+            } else {
+                for chunk in ranges.chunks(RANGES_PER_STATEMENT) {
+                    recompute(&mut tx, sqlite, level, width, source_width, chunk).await?;
+                }
             }
             below = buckets;
             source_width = width;
@@ -537,6 +520,7 @@ impl Shared {
             }
         }
         tx.commit().await?;
+        self.seal_wake.notify_one();
         // Only now, with the data durable, do memory caches learn of it.
         let mut series = self.series.lock().unwrap_or_else(|p| p.into_inner());
         for (key, value) in created {
@@ -554,11 +538,8 @@ impl Shared {
 /// The statements whose text depends only on their row count, built once per count.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 enum Statement {
-    InsertRaw,
     AddDeltas,
     Recompute,
-    ProbeNewest,
-    ProbeKeys,
 }
 
 /// The text of a bulk statement, built on first use and then copied from a cache (formatting
@@ -584,102 +565,6 @@ fn cached_sql(
     sql
 }
 
-/// What a replacing raw row does to the stored one.
-const UPSERT: &str =
-    " ON CONFLICT (series_id, ts) DO UPDATE SET value = excluded.value, quality = excluded.quality";
-
-/// Raw rows into SQLite: multi-row inserts (or upserts) of bound values.
-async fn insert_raw_sqlite(
-    tx: &mut plantd_store::WriteTx,
-    rows: &[RawPoint],
-    upsert: bool,
-) -> Result<()> {
-    for chunk in rows.chunks(ROWS_PER_INSERT) {
-        let sql = cached_sql(
-            Statement::InsertRaw,
-            i64::from(upsert),
-            true,
-            chunk.len(),
-            || {
-                let mut sql = String::from(
-                    "INSERT INTO telemetry_raw (series_id, ts, value, quality) VALUES ",
-                );
-                for i in 0..chunk.len() {
-                    sql.push_str(if i == 0 {
-                        "(?, ?, ?, ?)"
-                    } else {
-                        ", (?, ?, ?, ?)"
-                    });
-                }
-                if upsert {
-                    sql.push_str(UPSERT);
-                }
-                sql
-            },
-        );
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for ((series, ts), (value, quality)) in chunk {
-            q = q.bind(*series).bind(*ts).bind(*value).bind(*quality);
-        }
-        q.execute(&mut **tx).await?;
-    }
-    Ok(())
-}
-
-/// Raw rows into PostgreSQL: one upsert over four array literals (`unnest`), four parameters
-/// however many rows, where a multi-row VALUES list made PostgreSQL parse and bind four per
-/// row. Values are written in Rust's shortest round-trip form, which PostgreSQL reads back to
-/// the same double.
-async fn insert_raw_postgres(
-    tx: &mut plantd_store::WriteTx,
-    rows: &[RawPoint],
-    upsert: bool,
-) -> Result<()> {
-    use std::fmt::Write;
-    for chunk in rows.chunks(PG_ROWS_PER_INSERT) {
-        let mut series = String::with_capacity(chunk.len() * 4 + 2);
-        let mut times = String::with_capacity(chunk.len() * 14 + 2);
-        let mut values = String::with_capacity(chunk.len() * 8 + 2);
-        let mut qualities = String::with_capacity(chunk.len() * 2 + 2);
-        for (i, ((s, t), (v, q))) in chunk.iter().enumerate() {
-            let sep = if i == 0 { '{' } else { ',' };
-            // Writing to a String cannot fail.
-            let _ = write!(series, "{sep}{s}");
-            let _ = write!(times, "{sep}{t}");
-            let _ = write!(values, "{sep}{v:?}");
-            let _ = write!(qualities, "{sep}{q}");
-        }
-        for text in [&mut series, &mut times, &mut values, &mut qualities] {
-            text.push('}');
-        }
-        let insert = "INSERT INTO telemetry_raw (series_id, ts, value, quality) \
-             SELECT * FROM unnest($1::text::bigint[], $2::text::bigint[], $3::text::float8[], $4::text::smallint[])";
-        let sql = if upsert {
-            format!("{insert}{UPSERT}")
-        } else {
-            insert.to_string()
-        };
-        sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(series)
-            .bind(times)
-            .bind(values)
-            .bind(qualities)
-            .execute(&mut **tx)
-            .await?;
-    }
-    Ok(())
-}
-
-/// A stable 64-bit key for an organization's ingest lock (FNV-1a of its id).
-fn org_lock_key(org_id: &str) -> i64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in org_id.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h as i64
-}
-
 /// The `n`-th bind placeholder. SQLite gets bare `?`: with `$N`, binding looks every name up in
 /// a linear list, which made a 2,000-parameter statement spend most of its time binding.
 fn placeholder(sqlite: bool, n: usize) -> String {
@@ -690,8 +575,36 @@ fn placeholder(sqlite: bool, n: usize) -> String {
     }
 }
 
-/// Recomputes `level` buckets in the given `(series, lo, hi)` ranges from the level below
-/// (raw points for minutes).
+/// Recomputes `level` buckets of the given `(series, lo, hi)` ranges from the points of the
+/// blocks (the finest level, whose buckets held a replaced point).
+async fn recompute_from_points(
+    tx: &mut plantd_store::WriteTx,
+    sqlite: bool,
+    level: i16,
+    width: i64,
+    ranges: &[(i64, i64, i64)],
+) -> Result<()> {
+    let mut buckets: Vec<(i64, i64, Delta)> = Vec::new();
+    for (s, lo, hi) in ranges {
+        let points = blocks::points(tx, *s, *lo, *hi).await?;
+        let entries = points
+            .ts
+            .iter()
+            .zip(&points.values)
+            .map(|(t, v)| (*s, *t, Some(Delta::of(*v))));
+        buckets.extend(
+            bucketize(entries, width)
+                .into_iter()
+                .filter_map(|(s, b, d)| d.map(|d| (s, b, d))),
+        );
+    }
+    for chunk in buckets.chunks(DELTAS_PER_STATEMENT) {
+        write_buckets(tx, sqlite, level, chunk, true).await?;
+    }
+    Ok(())
+}
+
+/// Recomputes `level` buckets in the given `(series, lo, hi)` ranges from the level below.
 async fn recompute(
     tx: &mut plantd_store::WriteTx,
     sqlite: bool,
@@ -718,20 +631,12 @@ async fn recompute(
                 })
                 .collect::<Vec<_>>()
                 .join(", ");
-            let select = if source_width == 1 {
-                format!(
-                    "SELECT r.series_id, (r.ts / {width}) * {width}, COUNT(*), SUM(r.value), MIN(r.value), MAX(r.value) \
-                 FROM telemetry_raw r JOIN touched t ON r.series_id = t.series_id AND r.ts >= t.lo AND r.ts < t.hi \
-                 WHERE 1 = 1 GROUP BY r.series_id, (r.ts / {width}) * {width}"
-                )
-            } else {
-                let below = level - 1;
-                format!(
-                    "SELECT r.series_id, (r.bucket / {width}) * {width}, SUM(r.count), SUM(r.sum), MIN(r.min), MAX(r.max) \
+            let below = level - 1;
+            let select = format!(
+                "SELECT r.series_id, (r.bucket / {width}) * {width}, SUM(r.count), SUM(r.sum), MIN(r.min), MAX(r.max) \
                  FROM telemetry_rollup r JOIN touched t ON r.series_id = t.series_id AND r.bucket >= t.lo AND r.bucket < t.hi \
                  WHERE r.level = {below} GROUP BY r.series_id, (r.bucket / {width}) * {width}"
-                )
-            };
+            );
             format!(
                 "WITH touched (series_id, lo, hi) AS (VALUES {values}) \
              INSERT INTO telemetry_rollup (level, series_id, bucket, count, sum, min, max) \

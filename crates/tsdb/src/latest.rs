@@ -227,13 +227,14 @@ impl LatestCache {
     }
 }
 
-/// The latest value of each tag of an asset, from the database.
+/// The latest value of each tag of an asset, from the database: the last point of each series'
+/// last block.
 async fn load(pool: &sqlx::AnyPool, org_id: &str, asset_id: &str) -> Result<Tags> {
     let rows = sqlx::query(
-        "SELECT s.tag_name, r.ts, r.value, r.quality FROM telemetry_series s \
-         JOIN telemetry_raw r ON r.series_id = s.id \
+        "SELECT s.tag_name, b.data FROM telemetry_series s \
+         JOIN telemetry_block b ON b.series_id = s.id \
          WHERE s.org_id = $1 AND s.asset_id = $2 \
-         AND r.ts = (SELECT MAX(m.ts) FROM telemetry_raw m WHERE m.series_id = s.id)",
+         AND b.start_ts = (SELECT MAX(m.start_ts) FROM telemetry_block m WHERE m.series_id = s.id)",
     )
     .bind(org_id)
     .bind(asset_id)
@@ -241,15 +242,10 @@ async fn load(pool: &sqlx::AnyPool, org_id: &str, asset_id: &str) -> Result<Tags
     .await?;
     let mut tags = Tags::new();
     for r in rows {
-        let quality: i16 = r.try_get("quality")?;
-        tags.insert(
-            r.try_get("tag_name")?,
-            (
-                r.try_get("ts")?,
-                r.try_get("value")?,
-                Quality::from_code(quality.into()),
-            ),
-        );
+        let columns = crate::block::decode(&r.try_get::<Vec<u8>, _>("data")?)?;
+        if let Some(last) = columns.iter().last() {
+            tags.insert(r.try_get("tag_name")?, last);
+        }
     }
     Ok(tags)
 }

@@ -5,22 +5,26 @@
 //! Latest values are kept in memory. Retention deletes each level after its configured age.
 //! This crate holds all telemetry SQL; this file only declares and re-exports.
 
+mod block;
+mod blocks;
 mod error;
 mod ingest;
 mod latest;
 mod levels;
 mod query;
 mod retention;
+mod seal;
 mod state;
 mod storage;
 #[cfg(test)]
 mod tests;
 mod tsdb;
+mod upgrade;
 
 pub use error::{Result, TsdbError};
 pub use latest::LatestValue;
 pub use levels::{DAY, HOUR, MINUTE};
 pub use query::{AggregatedRow, Bucket, BucketStats, RawRow, TelemetryFilter};
 pub use retention::{Retention, RetentionReport};
-pub use storage::{RAW_POINT_BYTES, ROLLUP_ROW_BYTES, over_quota};
+pub use storage::{BLOCK_ROW_BYTES, RAW_POINT_BYTES, ROLLUP_ROW_BYTES, over_quota};
 pub use tsdb::Tsdb;

@@ -8,6 +8,7 @@ use serde::Serialize;
 use sqlx::Row;
 use std::collections::HashMap;
 
+use crate::blocks::{self, window_of};
 use crate::error::Result;
 use crate::levels::{LEVELS, floor_to};
 
@@ -146,60 +147,144 @@ fn split(lo: i64, hi: i64, levels: &[(i16, i64)], out: &mut Vec<Piece>) {
     });
 }
 
+/// A point of a raw query, ordered by time alone (the heap orders by time, asset and tag first).
+struct Point((i64, f64, Quality));
+
+impl PartialEq for Point {
+    fn eq(&self, o: &Self) -> bool {
+        self.0.0 == o.0.0
+    }
+}
+impl Eq for Point {}
+impl PartialOrd for Point {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Point {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.0.0.cmp(&o.0.0)
+    }
+}
+
+/// One series' points of a raw query, read a chunk at a time.
+struct Cursor<'a> {
+    series: i64,
+    asset: &'a String,
+    tag: &'a String,
+    after: i64,
+    buffered: std::collections::VecDeque<(i64, f64, Quality)>,
+    done: bool,
+}
+
+impl Cursor<'_> {
+    async fn next(&mut self, q: &Queries<'_>, end: i64) -> Result<Option<(i64, f64, Quality)>> {
+        const CHUNK: i64 = 4096;
+        if self.buffered.is_empty() && !self.done {
+            let read = q.raw_of_series(self.series, self.after, end, CHUNK).await?;
+            self.done = (read.len() as i64) < CHUNK;
+            if let Some(last) = read.last() {
+                self.after = last.0;
+            }
+            self.buffered.extend(read);
+        }
+        Ok(self.buffered.pop_front())
+    }
+}
+
 /// Queries over a pool (the telemetry tables of either backend).
 pub(crate) struct Queries<'a>(pub(crate) &'a sqlx::AnyPool);
 
 impl Queries<'_> {
-    /// Raw points, ordered by time, then asset and tag.
+    /// Raw points, ordered by time, then asset and tag: the series' points merged by time, a
+    /// few blocks of each at a time.
     pub async fn query_raw(
         &self,
         org_id: &str,
         f: &TelemetryFilter,
         page: Page,
     ) -> Result<Paged<RawRow>> {
-        let (series, args) = series_where(org_id, f, 3);
-        let from = format!(
-            "FROM telemetry_raw r JOIN telemetry_series s ON s.id = r.series_id WHERE r.ts >= $1 AND r.ts < $2 AND {series}"
-        );
-        let mut count = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) AS n {from}")))
-            .bind(f.start.millis())
-            .bind(f.end.millis());
-        for a in &args {
-            count = count.bind(a.clone());
+        let (lo, hi) = (f.start.millis(), f.end.millis());
+        let series = self.series_of(org_id, f, &[]).await?;
+        let total = self.count_points(org_id, f).await?;
+        let mut cursors = Vec::with_capacity(series.len());
+        for (id, asset, tag) in &series {
+            cursors.push(Cursor {
+                series: *id,
+                asset,
+                tag,
+                after: lo - 1,
+                buffered: std::collections::VecDeque::new(),
+                done: false,
+            });
         }
-        let total: i64 = count.fetch_one(self.0).await?.try_get("n")?;
-        let n = args.len() + 2;
-        let sql = format!(
-            "SELECT r.ts, s.asset_id, s.tag_name, r.value, r.quality {from} ORDER BY r.ts, s.asset_id, s.tag_name LIMIT ${} OFFSET ${}",
-            n + 1,
-            n + 2
+        // The heap holds each cursor's next point: (time, asset, tag) order, as the API sorts.
+        let mut heap = std::collections::BinaryHeap::new();
+        for (i, c) in cursors.iter_mut().enumerate() {
+            if let Some(p) = c.next(self, hi).await? {
+                heap.push(std::cmp::Reverse((p.0, c.asset, c.tag, i, Point(p))));
+            }
+        }
+        let mut skip = page.offset();
+        let mut items = Vec::new();
+        while let Some(std::cmp::Reverse((_, asset, tag, i, Point((ts, value, quality))))) =
+            heap.pop()
+        {
+            if items.len() as i64 >= page.limit() {
+                break;
+            }
+            if skip > 0 {
+                skip -= 1;
+            } else {
+                items.push(RawRow {
+                    timestamp: Timestamp::from_millis(ts),
+                    asset_id: asset.clone(),
+                    tag_name: tag.clone(),
+                    value,
+                    quality,
+                });
+            }
+            if let Some(p) = cursors[i].next(self, hi).await? {
+                heap.push(std::cmp::Reverse((p.0, asset, tag, i, Point(p))));
+            }
+        }
+        Ok(Paged { items, total })
+    }
+
+    /// How many raw points the filter's series hold in its range: whole blocks by their count,
+    /// the blocks across an edge by their points.
+    async fn count_points(&self, org_id: &str, f: &TelemetryFilter) -> Result<u64> {
+        let (lo, hi) = (f.start.millis(), f.end.millis());
+        if hi <= lo {
+            return Ok(0);
+        }
+        let (series, args) = series_where(org_id, f, 3);
+        let inside = format!(
+            "SELECT CAST(COALESCE(SUM(b.count), 0) AS BIGINT) AS n FROM telemetry_block b JOIN telemetry_series s ON s.id = b.series_id \
+             WHERE b.start_ts >= $1 AND b.start_ts < $2 AND b.end_ts < $2 AND {series}"
         );
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(f.start.millis())
-            .bind(f.end.millis());
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(inside)).bind(lo).bind(hi);
         for a in &args {
             q = q.bind(a.clone());
         }
-        let rows = q
-            .bind(page.limit())
-            .bind(page.offset())
-            .fetch_all(self.0)
-            .await?;
-        let mut items = Vec::with_capacity(rows.len());
-        for r in rows {
-            let quality: i16 = r.try_get("quality")?;
-            items.push(RawRow {
-                timestamp: Timestamp::from_millis(r.try_get("ts")?),
-                asset_id: r.try_get("asset_id")?,
-                tag_name: r.try_get("tag_name")?,
-                value: r.try_get("value")?,
-                quality: Quality::from_code(quality.into()),
-            });
+        let mut total: i64 = q.fetch_one(self.0).await?.try_get("n")?;
+        let (series, args) = series_where(org_id, f, 4);
+        let edges = format!(
+            "SELECT b.data FROM telemetry_block b JOIN telemetry_series s ON s.id = b.series_id \
+             WHERE b.start_ts >= $3 AND b.start_ts < $2 AND ((b.start_ts < $1 AND b.end_ts >= $1) OR b.end_ts >= $2) AND {series}"
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(edges))
+            .bind(lo)
+            .bind(hi)
+            .bind(window_of(lo));
+        for a in &args {
+            q = q.bind(a.clone());
         }
-        Ok(Paged {
-            items,
-            total: total as u64,
-        })
+        for row in q.fetch_all(self.0).await? {
+            let c = crate::block::decode(&row.try_get::<Vec<u8>, _>("data")?)?;
+            total += c.ts.iter().filter(|t| **t >= lo && **t < hi).count() as i64;
+        }
+        Ok(total as u64)
     }
 
     /// The series of the filter (only `tags` when not empty): id, asset and tag, by asset and
@@ -235,32 +320,31 @@ impl Queries<'_> {
     }
 
     /// Up to `limit` raw points of one series with `after < ts < end`, by time: a step of an
-    /// export, an index range read (the key is series and time), so a range of any size is
-    /// read in constant memory.
+    /// export, read a few blocks at a time by their key (series and start), so a range of any
+    /// size is read in constant memory.
     pub async fn raw_of_series(
         &self,
         series_id: i64,
-        after: i64,
+        mut after: i64,
         end: i64,
         limit: i64,
     ) -> Result<Vec<(i64, f64, Quality)>> {
-        let rows = sqlx::query(
-            "SELECT ts, value, quality FROM telemetry_raw WHERE series_id = $1 AND ts > $2 AND ts < $3 ORDER BY ts LIMIT $4",
-        )
-        .bind(series_id)
-        .bind(after)
-        .bind(end)
-        .bind(limit)
-        .fetch_all(self.0)
-        .await?;
-        let mut out = Vec::with_capacity(rows.len());
-        for r in rows {
-            let quality: i16 = r.try_get("quality")?;
-            out.push((
-                r.try_get("ts")?,
-                r.try_get("value")?,
-                Quality::from_code(quality.into()),
-            ));
+        const BLOCKS_PER_READ: i64 = 8;
+        let mut out = Vec::new();
+        let mut conn = self.0.acquire().await?;
+        while (out.len() as i64) < limit {
+            let read = blocks::following(&mut conn, series_id, after, end, BLOCKS_PER_READ).await?;
+            for b in &read {
+                for p in b.columns()?.iter() {
+                    if p.0 > after && p.0 < end && (out.len() as i64) < limit {
+                        out.push(p);
+                    }
+                }
+            }
+            match read.last() {
+                Some(last) if (read.len() as i64) == BLOCKS_PER_READ => after = last.end,
+                _ => break,
+            }
         }
         Ok(out)
     }
@@ -323,27 +407,43 @@ impl Queries<'_> {
     ) -> Result<Vec<Bucket>> {
         let (series, args) = series_where(org_id, f, 3);
         let mut merged: HashMap<(String, String, i64), BucketStats> = HashMap::new();
+        let mut ids: Option<Vec<(i64, String, String)>> = None;
         for piece in pieces(f.start.millis(), f.end.millis(), bucket) {
-            let (table, col, count, sum, min, max, level) = match piece.level {
-                None => (
-                    "telemetry_raw",
-                    "r.ts",
-                    "COUNT(*)",
-                    "SUM(r.value)",
-                    "MIN(r.value)",
-                    "MAX(r.value)",
-                    String::new(),
-                ),
-                Some((level, _)) => (
-                    "telemetry_rollup",
-                    "r.bucket",
-                    "CAST(SUM(r.count) AS BIGINT)",
-                    "SUM(r.sum)",
-                    "MIN(r.min)",
-                    "MAX(r.max)",
-                    format!(" AND r.level = {level}"),
-                ),
+            let Some((level, _)) = piece.level else {
+                // Raw edges: each series' points, summed here.
+                if ids.is_none() {
+                    ids = Some(self.series_of(org_id, f, &[]).await?);
+                }
+                let mut conn = self.0.acquire().await?;
+                for (id, asset, tag) in ids.iter().flatten() {
+                    let points = blocks::points(&mut conn, *id, piece.lo, piece.hi).await?;
+                    for (t, v) in points.ts.iter().zip(&points.values) {
+                        let b = match bucket {
+                            Some(w) => floor_to(*t, w),
+                            None => f.start.millis(),
+                        };
+                        merged
+                            .entry((asset.clone(), tag.clone(), b))
+                            .or_default()
+                            .merge(BucketStats {
+                                count: 1,
+                                sum: *v,
+                                min: *v,
+                                max: *v,
+                            });
+                    }
+                }
+                continue;
             };
+            let (table, col, count, sum, min, max, level) = (
+                "telemetry_rollup",
+                "r.bucket",
+                "CAST(SUM(r.count) AS BIGINT)",
+                "SUM(r.sum)",
+                "MIN(r.min)",
+                "MAX(r.max)",
+                format!(" AND r.level = {level}"),
+            );
             // Without an interval the whole range is one bucket: group by series only.
             let (b, group) = match bucket {
                 Some(w) => (

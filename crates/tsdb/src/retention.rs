@@ -5,8 +5,9 @@ use plantd_model::Timestamp;
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
 
-use plantd_store::Store;
+use plantd_store::{Backend, Store};
 
+use crate::blocks::{self, NewBlock};
 use crate::error::Result;
 use crate::levels::{DAY, LEVELS};
 use crate::storage::StorageUsage;
@@ -59,32 +60,62 @@ pub struct RetentionReport {
     pub rollups_deleted: u64,
 }
 
-/// Deletes what each level's retention has passed, series by series (each delete uses the
-/// primary key), then counts the organizations' storage again.
+/// Deletes what each level's retention has passed, series by series in a transaction each (so
+/// ingest is never held up for long): blocks wholly older than the raw retention, the older points
+/// of the block across its edge (rewritten), and rollup buckets by their end. Then counts the
+/// organizations' storage again.
 pub(crate) async fn enforce(
     store: &Store,
     r: Retention,
     storage: &StorageUsage,
     now: Timestamp,
 ) -> Result<RetentionReport> {
-    let ids: Vec<i64> = sqlx::query("SELECT id FROM telemetry_series")
+    let series: Vec<(i64, String)> = sqlx::query("SELECT id, org_id FROM telemetry_series")
         .fetch_all(store.pool())
         .await?
         .iter()
-        .map(|row| row.try_get("id"))
-        .collect::<std::result::Result<_, _>>()?;
+        .map(|row| Ok((row.try_get("id")?, row.try_get("org_id")?)))
+        .collect::<std::result::Result<_, sqlx::Error>>()?;
+    let sqlite = store.backend() == Backend::Sqlite;
     let cutoff = |days: i64| now.millis() - days * DAY;
+    let raw_cutoff = cutoff(r.raw_days);
     let mut report = RetentionReport::default();
-    for id in ids {
-        // One series at a time behind the write gate, so ingest is never held up for long.
-        let _gate = store.write_guard().await;
-        report.raw_deleted +=
-            sqlx::query("DELETE FROM telemetry_raw WHERE series_id = $1 AND ts < $2")
-                .bind(id)
-                .bind(cutoff(r.raw_days))
-                .execute(store.pool())
-                .await?
-                .rows_affected();
+    for (id, org) in series {
+        let mut tx = store.begin_write().await?;
+        if !sqlite {
+            blocks::lock_orgs(&mut tx, std::iter::once(org.as_str())).await?;
+        }
+        let whole = "FROM telemetry_block WHERE series_id = $1 AND start_ts < $2 AND end_ts < $2";
+        let gone: i64 = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT CAST(COALESCE(SUM(count), 0) AS BIGINT) AS n {whole}"
+        )))
+        .bind(id)
+        .bind(raw_cutoff)
+        .fetch_one(&mut *tx)
+        .await?
+        .try_get("n")?;
+        sqlx::query(sqlx::AssertSqlSafe(format!("DELETE {whole}")))
+            .bind(id)
+            .bind(raw_cutoff)
+            .execute(&mut *tx)
+            .await?;
+        report.raw_deleted += gone as u64;
+        for b in blocks::overlapping(&mut tx, id, raw_cutoff, raw_cutoff).await? {
+            if b.start >= raw_cutoff {
+                continue;
+            }
+            let mut kept = b.columns()?;
+            let before = kept.len();
+            kept.retain_range(raw_cutoff, i64::MAX);
+            report.raw_deleted += (before - kept.len()) as u64;
+            blocks::delete_span(&mut tx, id, b.start, b.start).await?;
+            let block = NewBlock {
+                series: id,
+                columns: kept,
+                sealed: b.sealed,
+            };
+            blocks::insert(&mut tx, sqlite, &[block]).await?;
+        }
         // A bucket goes once its end, not its start, is older than the retention.
         for ((level, width), days) in
             LEVELS
@@ -97,10 +128,11 @@ pub(crate) async fn enforce(
             .bind(level)
             .bind(id)
             .bind(cutoff(days) - width + 1)
-            .execute(store.pool())
+            .execute(&mut *tx)
             .await?
             .rows_affected();
         }
+        tx.commit().await?;
     }
     storage.recount(store.pool()).await?;
     Ok(report)

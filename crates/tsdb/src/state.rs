@@ -1,5 +1,6 @@
-//! What the ingest writer and the readers share: the store, the retention settings, the series
-//! ids by name, the latest values and the storage counts.
+//! What the ingest writer, the sealer and the readers share: the store, the retention settings,
+//! the series ids by name, the latest values, the storage counts, the sealer's wake-up and
+//! whether the upgrade in place is done.
 
 use plantd_store::Store;
 use std::collections::HashMap;
@@ -20,4 +21,8 @@ pub(crate) struct Shared {
     pub(crate) series: Mutex<HashMap<SeriesKey, SeriesEntry>>,
     pub(crate) latest: Arc<LatestCache>,
     pub(crate) storage: StorageUsage,
+    /// Told after each ingest commit: the sealer looks for head blocks to merge.
+    pub(crate) seal_wake: tokio::sync::Notify,
+    /// Set once a database of the first storage layout has been converted (see `upgrade`).
+    pub(crate) upgraded: tokio::sync::OnceCell<u64>,
 }

@@ -1,7 +1,8 @@
-//! Storage used per organization, for the tier's storage quota (SPEC 8.3). Counted as an
-//! estimate of stored bytes: [`RAW_POINT_BYTES`] per raw point and [`ROLLUP_ROW_BYTES`] per
-//! rollup row (key, value and index overhead on either engine), read exactly from the database
-//! when first needed and by the retention job, and grown by every ingest in between.
+//! Storage used per organization, for the tier's storage quota (SPEC 8.3): the bytes of its
+//! blocks plus [`BLOCK_ROW_BYTES`] per block and [`ROLLUP_ROW_BYTES`] per rollup row (key and
+//! index overhead on either engine), read from the database when first needed and by the
+//! retention job, and grown by every ingest in between by [`RAW_POINT_BYTES`] per point (a
+//! point's size before its block is compressed: the estimate errs towards refusing early).
 
 use sqlx::Row;
 use std::collections::HashMap;
@@ -9,7 +10,8 @@ use std::sync::Mutex;
 
 use crate::error::Result;
 
-pub const RAW_POINT_BYTES: u64 = 48;
+pub const RAW_POINT_BYTES: u64 = 18;
+pub const BLOCK_ROW_BYTES: u64 = 48;
 pub const ROLLUP_ROW_BYTES: u64 = 64;
 
 #[derive(Default)]
@@ -73,13 +75,14 @@ impl StorageUsage {
 
 /// Counts an organization's stored bytes in the database.
 async fn count(pool: &sqlx::AnyPool, org_id: &str) -> Result<u64> {
-    let raw: i64 = sqlx::query(
-        "SELECT COUNT(*) AS n FROM telemetry_raw r JOIN telemetry_series s ON s.id = r.series_id WHERE s.org_id = $1",
+    let blocks = sqlx::query(
+        "SELECT COUNT(*) AS n, CAST(COALESCE(SUM(LENGTH(b.data)), 0) AS BIGINT) AS bytes \
+         FROM telemetry_block b JOIN telemetry_series s ON s.id = b.series_id WHERE s.org_id = $1",
     )
     .bind(org_id)
     .fetch_one(pool)
-    .await?
-    .try_get("n")?;
+    .await?;
+    let (rows, bytes): (i64, i64) = (blocks.try_get("n")?, blocks.try_get("bytes")?);
     let rollups: i64 = sqlx::query(
         "SELECT COUNT(*) AS n FROM telemetry_rollup r JOIN telemetry_series s ON s.id = r.series_id WHERE s.org_id = $1",
     )
@@ -87,15 +90,15 @@ async fn count(pool: &sqlx::AnyPool, org_id: &str) -> Result<u64> {
     .fetch_one(pool)
     .await?
     .try_get("n")?;
-    Ok(raw as u64 * RAW_POINT_BYTES + rollups as u64 * ROLLUP_ROW_BYTES)
+    Ok(bytes as u64 + rows as u64 * BLOCK_ROW_BYTES + rollups as u64 * ROLLUP_ROW_BYTES)
 }
 
 #[cfg(test)]
 mod tests {
     #[test]
     fn quota_in_decimal_gigabytes() {
-        assert!(!super::over_quota(999_999_952, 1, 1));
-        assert!(super::over_quota(999_999_953, 1, 1));
-        assert!(super::over_quota(0, 30_000_000, 1));
+        assert!(!super::over_quota(999_999_982, 1, 1));
+        assert!(super::over_quota(999_999_983, 1, 1));
+        assert!(super::over_quota(0, 60_000_000, 1));
     }
 }

@@ -60,6 +60,62 @@ fn aggregate(agg: Aggregation, values: &[f64]) -> f64 {
     }
 }
 
+/// Telemetry blocks stored: (all, head).
+async fn block_count(store: &Store) -> (i64, i64) {
+    use sqlx::Row;
+    let row = sqlx::query(
+        "SELECT COUNT(*) AS n, CAST(COALESCE(SUM(1 - sealed), 0) AS BIGINT) AS head FROM telemetry_block",
+    )
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    (row.try_get("n").unwrap(), row.try_get("head").unwrap())
+}
+
+/// Every raw point of asset `P` in the range, through the paged query and through the export's
+/// reads, is `expected` there, bit for bit.
+async fn assert_raw_equals(
+    tsdb: &Tsdb,
+    org: &str,
+    expected: &BTreeMap<i64, f64>,
+    start: i64,
+    end: i64,
+) {
+    let want: Vec<(i64, u64)> = expected
+        .range(start..end)
+        .map(|(t, v)| (*t, v.to_bits()))
+        .collect();
+    let f = filter("P", start, end);
+    let mut got = Vec::new();
+    for page in 1.. {
+        let page = Page::new(Some(page), Some(100)).unwrap();
+        let rows = tsdb.query_raw(org, &f, page).await.unwrap();
+        assert_eq!(rows.total as usize, want.len());
+        if rows.items.is_empty() {
+            break;
+        }
+        got.extend(
+            rows.items
+                .iter()
+                .map(|r| (r.timestamp.millis(), r.value.to_bits())),
+        );
+    }
+    assert_eq!(got, want, "paged raw points");
+    let series = tsdb.series_of(org, &f, &[]).await.unwrap();
+    let mut after = start - 1;
+    let mut exported = Vec::new();
+    loop {
+        let part = tsdb
+            .raw_of_series(series[0].0, after, end, 77)
+            .await
+            .unwrap();
+        let Some(last) = part.last() else { break };
+        after = last.0;
+        exported.extend(part.iter().map(|(t, v, _)| (*t, v.to_bits())));
+    }
+    assert_eq!(exported, want, "exported raw points");
+}
+
 /// Every page of an aggregated query.
 async fn all_aggregates(
     tsdb: &Tsdb,
@@ -114,7 +170,15 @@ async fn rollups_are_exact_under_late_out_of_order_and_replaced_points() {
             n
         );
     }
-    // Replace every 13th point, late, with a new value.
+    // The windows are closed: sealing merges their head blocks into one compressed block each.
+    tsdb.seal().await.unwrap();
+    assert_eq!(
+        block_count(&_store).await,
+        (4, 0),
+        "one sealed block per hour"
+    );
+    assert_raw_equals(&tsdb, &org, &expected, b, b + 2 * DAY).await;
+    // Replace every 13th point, late, with a new value: the sealed blocks are rewritten.
     let replaced: Vec<(i64, f64)> = times
         .iter()
         .step_by(13)
@@ -124,6 +188,16 @@ async fn rollups_are_exact_under_late_out_of_order_and_replaced_points() {
     tsdb.ingest(&org, points("P", replaced), None)
         .await
         .unwrap();
+    assert_raw_equals(&tsdb, &org, &expected, b, b + 2 * DAY).await;
+    // One more point between stored ones, in a window of its own neighbours, then sealing again.
+    let between = b + 23 * HOUR + 10_001;
+    expected.insert(between, -1.5);
+    tsdb.ingest(&org, points("P", [(between, -1.5)]), None)
+        .await
+        .unwrap();
+    tsdb.seal().await.unwrap();
+    assert_eq!(block_count(&_store).await, (4, 0));
+    assert_raw_equals(&tsdb, &org, &expected, b, b + 2 * DAY).await;
 
     let ranges = [
         (b + 22 * HOUR, b + 26 * HOUR),
@@ -201,9 +275,13 @@ async fn retention_deletes_each_level_and_rollups_keep_answering() {
             .unwrap(),
         120
     );
-    // Storage for the quota: 120 raw points plus their rollup rows, counted from the database.
+    // Storage for the quota: the points' blocks plus their rollup rows, counted from the database.
     let used = tsdb.storage_bytes(&org.id).await.unwrap();
-    assert!(used > 120 * crate::RAW_POINT_BYTES, "{used}");
+    let rollups = 120 + 2 + 1;
+    assert!(
+        used > rollups * crate::ROLLUP_ROW_BYTES + crate::BLOCK_ROW_BYTES,
+        "{used}"
+    );
     let filter = crate::TelemetryFilter {
         data_source_id: None,
         asset_id: Some("A".into()),
@@ -225,8 +303,8 @@ async fn retention_deletes_each_level_and_rollups_keep_answering() {
     assert_eq!(r.raw_deleted, 120);
     assert_eq!(
         tsdb.storage_bytes(&org.id).await.unwrap(),
-        used - 120 * crate::RAW_POINT_BYTES,
-        "retention frees quota"
+        rollups * crate::ROLLUP_ROW_BYTES,
+        "retention frees quota: only the rollups are left"
     );
     assert_eq!(
         tsdb.query_raw(&org.id, &filter, page).await.unwrap().total,
@@ -477,6 +555,9 @@ async fn telemetry_of_a_version_6_database_reads_and_grows_after_the_upgrade() {
     let store = Store::connect(&url).await.unwrap();
     let org = store.first_org().await.unwrap().unwrap().id;
     let tsdb = Tsdb::new(store.clone(), Retention::default());
+    // At first use the rows of version 6 become blocks, once.
+    assert_eq!(tsdb.upgrade().await.unwrap(), 240);
+    assert_eq!(block_count(&store).await, (4, 0));
     let start = Timestamp::parse("2026-11-23T12:00:00Z").unwrap().millis();
     let mut f = filter("Pump_01", start - DAY, start + DAY);
     f.tag_name = Some("Flow_Rate".into());

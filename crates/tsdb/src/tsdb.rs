@@ -32,9 +32,37 @@ impl Tsdb {
                 series: Mutex::default(),
                 latest: Arc::new(LatestCache::new(trusted)),
                 storage: Default::default(),
+                seal_wake: Default::default(),
+                upgraded: Default::default(),
             }),
             writer: Writer::new(),
         }
+    }
+
+    /// Converts a database of the first storage layout (a row per point) to blocks, once, with
+    /// progress in the log; every operation waits for it. Call it at start to upgrade before
+    /// serving. Returns the number of points converted by this call's first run.
+    pub async fn upgrade(&self) -> Result<u64> {
+        self.shared
+            .upgraded
+            .get_or_try_init(|| crate::upgrade::convert_raw(&self.shared.store))
+            .await
+            .copied()
+    }
+
+    /// Merges the head blocks of every window that is due now (closed, or holding many of them)
+    /// into compressed blocks. The background sealer does this after ingest; for tests, the
+    /// benchmark and a graceful stop.
+    pub async fn seal(&self) -> Result<usize> {
+        self.upgrade().await?;
+        crate::seal::seal_pending(&self.shared.store, Timestamp::now().millis()).await
+    }
+
+    /// Sealing as if the clock said `now` (tests).
+    #[doc(hidden)]
+    pub async fn seal_at(&self, now: Timestamp) -> Result<usize> {
+        self.upgrade().await?;
+        crate::seal::seal_pending(&self.shared.store, now.millis()).await
     }
 
     pub fn retention(&self) -> &Retention {
@@ -58,6 +86,7 @@ impl Tsdb {
         points: Arc<Vec<Point>>,
         audit: Option<NewAuditRecord>,
     ) -> Result<usize> {
+        self.upgrade().await?;
         ingest::submit(&self.shared, &self.writer, org_id, points, audit).await
     }
 
@@ -68,6 +97,7 @@ impl Tsdb {
         f: &TelemetryFilter,
         page: Page,
     ) -> Result<Paged<RawRow>> {
+        self.upgrade().await?;
         Queries(self.shared.store.pool())
             .query_raw(org_id, f, page)
             .await
@@ -83,6 +113,7 @@ impl Tsdb {
         bucket_ms: Option<i64>,
         page: Page,
     ) -> Result<Paged<AggregatedRow>> {
+        self.upgrade().await?;
         Queries(self.shared.store.pool())
             .query_aggregated(org_id, f, agg, bucket_ms, page)
             .await
@@ -96,6 +127,7 @@ impl Tsdb {
         f: &TelemetryFilter,
         bucket_ms: Option<i64>,
     ) -> Result<Vec<Bucket>> {
+        self.upgrade().await?;
         Queries(self.shared.store.pool())
             .query_buckets(org_id, f, bucket_ms)
             .await
@@ -108,6 +140,7 @@ impl Tsdb {
         f: &TelemetryFilter,
         tags: &[String],
     ) -> Result<Vec<(i64, String, String)>> {
+        self.upgrade().await?;
         Queries(self.shared.store.pool())
             .series_of(org_id, f, tags)
             .await
@@ -121,6 +154,7 @@ impl Tsdb {
         end: i64,
         limit: i64,
     ) -> Result<Vec<(i64, f64, Quality)>> {
+        self.upgrade().await?;
         Queries(self.shared.store.pool())
             .raw_of_series(series_id, after, end, limit)
             .await
@@ -128,6 +162,7 @@ impl Tsdb {
 
     /// The assets of an organization with their tags, by name (every series ever stored).
     pub async fn assets(&self, org_id: &str) -> Result<Vec<(String, Vec<String>)>> {
+        self.upgrade().await?;
         Queries(self.shared.store.pool()).assets(org_id).await
     }
 
@@ -138,6 +173,7 @@ impl Tsdb {
         asset_id: &str,
         tags: Option<&[String]>,
     ) -> Result<Vec<LatestValue>> {
+        self.upgrade().await?;
         self.shared
             .latest
             .read(&self.shared.store, org_id, asset_id, tags)
@@ -152,6 +188,7 @@ impl Tsdb {
 
     /// Deletes what each level's retention has passed.
     pub async fn enforce_retention(&self, now: Timestamp) -> Result<RetentionReport> {
+        self.upgrade().await?;
         retention::enforce(
             &self.shared.store,
             self.shared.retention,
@@ -163,6 +200,7 @@ impl Tsdb {
 
     /// Estimated bytes of telemetry an organization stores.
     pub async fn storage_bytes(&self, org_id: &str) -> Result<u64> {
+        self.upgrade().await?;
         self.shared
             .storage
             .bytes(self.shared.store.pool(), org_id)

@@ -474,7 +474,8 @@ async fn concurrent_writers(
                     .send()
                     .await
                     .unwrap();
-                assert_eq!(r.status(), 200);
+                let status = r.status();
+                assert_eq!(status, 200, "{}", r.text().await.unwrap_or_default());
             }
         }));
     }

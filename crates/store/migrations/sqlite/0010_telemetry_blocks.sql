@@ -1,0 +1,16 @@
+-- Telemetry storage v2: raw points packed into blocks, one series' points within one UTC hour
+-- (a window) per block, blocks of a series never overlapping in time. `sealed` = 0 marks the
+-- head (blocks written by ingest, merged and compressed in the background). The points of
+-- `telemetry_raw` are converted by plantd at start (crates/tsdb/src/upgrade.rs), which then
+-- drops that table.
+CREATE TABLE telemetry_block (
+    id INTEGER PRIMARY KEY,
+    series_id BIGINT NOT NULL,
+    start_ts BIGINT NOT NULL,
+    end_ts BIGINT NOT NULL,
+    count BIGINT NOT NULL,
+    sealed SMALLINT NOT NULL,
+    data BLOB NOT NULL,
+    UNIQUE (series_id, start_ts)
+);
+CREATE INDEX telemetry_block_head ON telemetry_block (series_id, start_ts) WHERE sealed = 0;

@@ -1,0 +1,267 @@
+//! The SQL of `telemetry_block`: raw points packed per series and window (one UTC hour).
+//!
+//! Invariants every writer keeps: a block holds the points of one series within one window, in
+//! time order, at least one; the blocks of a series never overlap in time (`start_ts..=end_ts`),
+//! so the block holding a timestamp is found by one index range on `(series_id, start_ts)`
+//! starting at the timestamp's window.
+
+use sqlx::{AnyConnection, Row};
+use std::collections::HashMap;
+
+use crate::block::{self, Columns};
+use crate::error::Result;
+use crate::levels::{HOUR, floor_to};
+
+/// The time window of a block.
+pub(crate) const WINDOW: i64 = HOUR;
+
+pub(crate) fn window_of(t: i64) -> i64 {
+    floor_to(t, WINDOW)
+}
+
+/// A block as stored.
+pub(crate) struct StoredBlock {
+    pub start: i64,
+    pub end: i64,
+    pub sealed: bool,
+    pub data: Vec<u8>,
+}
+
+impl StoredBlock {
+    pub(crate) fn columns(&self) -> Result<Columns> {
+        block::decode(&self.data)
+    }
+}
+
+const COLUMNS: &str = "start_ts, end_ts, sealed, data";
+
+fn stored(r: &sqlx::any::AnyRow) -> Result<StoredBlock> {
+    let sealed: i16 = r.try_get("sealed")?;
+    Ok(StoredBlock {
+        start: r.try_get("start_ts")?,
+        end: r.try_get("end_ts")?,
+        sealed: sealed != 0,
+        data: r.try_get("data")?,
+    })
+}
+
+/// The blocks of `series` holding a point in `[lo, hi]` (both inclusive), by time.
+pub(crate) async fn overlapping(
+    conn: &mut AnyConnection,
+    series: i64,
+    lo: i64,
+    hi: i64,
+) -> Result<Vec<StoredBlock>> {
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM telemetry_block WHERE series_id = $1 AND start_ts >= $2 AND start_ts <= $3 \
+         AND end_ts >= $4 ORDER BY start_ts"
+    )))
+    .bind(series)
+    .bind(window_of(lo))
+    .bind(hi)
+    .bind(lo)
+    .fetch_all(&mut *conn)
+    .await?;
+    rows.iter().map(stored).collect()
+}
+
+/// Up to `limit` blocks of `series` holding a point in `(after, end)`, by time.
+pub(crate) async fn following(
+    conn: &mut AnyConnection,
+    series: i64,
+    after: i64,
+    end: i64,
+    limit: i64,
+) -> Result<Vec<StoredBlock>> {
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM telemetry_block WHERE series_id = $1 AND start_ts >= $2 AND start_ts < $3 \
+         AND end_ts > $4 ORDER BY start_ts LIMIT $5"
+    )))
+    .bind(series)
+    .bind(window_of(after.saturating_add(1)))
+    .bind(end)
+    .bind(after)
+    .bind(limit)
+    .fetch_all(&mut *conn)
+    .await?;
+    rows.iter().map(stored).collect()
+}
+
+/// The points of `series` with `lo <= ts < hi`, by time (the whole range in memory: for edges
+/// and buckets, not for exports).
+pub(crate) async fn points(
+    conn: &mut AnyConnection,
+    series: i64,
+    lo: i64,
+    hi: i64,
+) -> Result<Columns> {
+    let mut out = Columns::default();
+    if hi <= lo {
+        return Ok(out);
+    }
+    for b in overlapping(conn, series, lo, hi - 1).await? {
+        let mut c = b.columns()?;
+        if b.start < lo || b.end >= hi {
+            c.retain_range(lo, hi);
+        }
+        out.extend(c);
+    }
+    Ok(out)
+}
+
+/// Every block of `series` in the window starting at `window`, by time.
+pub(crate) async fn of_window(
+    conn: &mut AnyConnection,
+    series: i64,
+    window: i64,
+) -> Result<Vec<StoredBlock>> {
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM telemetry_block WHERE series_id = $1 AND start_ts >= $2 AND start_ts < $3 ORDER BY start_ts"
+    )))
+    .bind(series)
+    .bind(window)
+    .bind(window + WINDOW)
+    .fetch_all(&mut *conn)
+    .await?;
+    rows.iter().map(stored).collect()
+}
+
+/// The newest stored timestamp of each of `series` that has points.
+pub(crate) async fn newest(
+    conn: &mut AnyConnection,
+    sqlite: bool,
+    series: &[i64],
+) -> Result<HashMap<i64, i64>> {
+    const PER_STATEMENT: usize = 400;
+    let mut out = HashMap::new();
+    for chunk in series.chunks(PER_STATEMENT) {
+        let values = (0..chunk.len())
+            .map(|i| {
+                if sqlite {
+                    "(CAST(? AS BIGINT))".to_string()
+                } else {
+                    format!("(CAST(${} AS BIGINT))", i + 1)
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        // Blocks never overlap, so the last by start holds the newest point.
+        let sql = format!(
+            "WITH k (id) AS (VALUES {values}) SELECT k.id AS id, \
+             (SELECT b.end_ts FROM telemetry_block b WHERE b.series_id = k.id ORDER BY b.start_ts DESC LIMIT 1) AS newest FROM k"
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for s in chunk {
+            q = q.bind(*s);
+        }
+        for row in q.fetch_all(&mut *conn).await? {
+            if let Some(n) = row.try_get::<Option<i64>, _>("newest")? {
+                out.insert(row.try_get("id")?, n);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A block to write: its series, points (sorted, at least one) and whether it is sealed.
+pub(crate) struct NewBlock {
+    pub series: i64,
+    pub columns: Columns,
+    pub sealed: bool,
+}
+
+/// Writes blocks: sealed ones compressed, head ones plain while small.
+pub(crate) async fn insert(
+    conn: &mut AnyConnection,
+    sqlite: bool,
+    blocks: &[NewBlock],
+) -> Result<()> {
+    const PER_STATEMENT: usize = 100;
+    for chunk in blocks.chunks(PER_STATEMENT) {
+        let values = (0..chunk.len())
+            .map(|i| {
+                let p = |k: usize| {
+                    if sqlite {
+                        "?".to_string()
+                    } else {
+                        format!("${}", i * 6 + k)
+                    }
+                };
+                format!(
+                    "({}, {}, {}, {}, {}, {})",
+                    p(1),
+                    p(2),
+                    p(3),
+                    p(4),
+                    p(5),
+                    p(6)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!(
+            "INSERT INTO telemetry_block (series_id, start_ts, end_ts, count, sealed, data) VALUES {values}"
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for b in chunk {
+            let c = &b.columns;
+            q = q
+                .bind(b.series)
+                .bind(c.ts[0])
+                .bind(c.ts[c.len() - 1])
+                .bind(c.len() as i64)
+                .bind(i16::from(b.sealed))
+                .bind(block::encode(c, b.sealed)?);
+        }
+        q.execute(&mut *conn).await?;
+    }
+    Ok(())
+}
+
+/// Deletes the blocks of `series` starting in `[first, last]` (callers pass the first and last
+/// of blocks they read under the write lock, which are then exactly the blocks deleted).
+pub(crate) async fn delete_span(
+    conn: &mut AnyConnection,
+    series: i64,
+    first: i64,
+    last: i64,
+) -> Result<()> {
+    sqlx::query(
+        "DELETE FROM telemetry_block WHERE series_id = $1 AND start_ts >= $2 AND start_ts <= $3",
+    )
+    .bind(series)
+    .bind(first)
+    .bind(last)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Takes the organizations' write locks for the transaction (PostgreSQL): ingest, sealing and
+/// retention rewrite blocks and recompute buckets from what their transaction sees, so two of them
+/// must not work on one organization's series at once, on any node. Locks are taken in one order,
+/// so that transactions never deadlock. SQLite needs none: its write gate already serializes
+/// whole transactions.
+pub(crate) async fn lock_orgs<'a>(
+    conn: &mut AnyConnection,
+    orgs: impl Iterator<Item = &'a str>,
+) -> Result<()> {
+    let keys: std::collections::BTreeSet<i64> = orgs.map(org_lock_key).collect();
+    for key in keys {
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(key)
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(())
+}
+
+/// A stable 64-bit key for an organization's write lock (FNV-1a of its id).
+fn org_lock_key(org_id: &str) -> i64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in org_id.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h as i64
+}

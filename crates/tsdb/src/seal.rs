@@ -1,0 +1,142 @@
+//! Sealing, in the background: the head blocks that ingest writes (a few points each, plain) are
+//! merged per series and window into one compressed block once the window is closed, and earlier
+//! when an open window has gathered [`OPEN_WINDOW_BLOCKS`] of them, so that reads stay a few
+//! blocks per window. Sealing changes no point, so rollups, latest values and everything read are
+//! the same before and after.
+
+use plantd_store::{Backend, Store};
+use sqlx::Row;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::block;
+use crate::blocks::{self, NewBlock, WINDOW, window_of};
+use crate::error::Result;
+use crate::state::Shared;
+
+/// A window is closed this long after its end (late points after that reopen it: they are
+/// merged at the next pass).
+pub(crate) const GRACE: i64 = 60_000;
+/// Head blocks an open window gathers before they are merged.
+pub(crate) const OPEN_WINDOW_BLOCKS: usize = 32;
+/// Windows sealed per transaction, so that ingest waits for the write lock only briefly.
+const WINDOWS_PER_TX: usize = 64;
+/// Head blocks read per pass.
+const HEAD_ROWS_PER_PASS: i64 = 50_000;
+
+/// The sealer: a pass after each burst of ingest and every few seconds (windows close with time).
+pub(crate) async fn run(shared: Arc<Shared>) {
+    loop {
+        tokio::select! {
+            _ = shared.seal_wake.notified() => {}
+            _ = tokio::time::sleep(std::time::Duration::from_secs(5)) => {}
+        }
+        // Let the groups of a burst commit first.
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        let now = plantd_model::Timestamp::now().millis();
+        if let Err(e) = seal_pending(&shared.store, now).await {
+            tracing::warn!(error = %plantd_model::error_chain(&e), "sealing telemetry blocks failed; will try again");
+        }
+    }
+}
+
+/// Seals every window that is due at `now`; returns how many windows were rewritten.
+pub(crate) async fn seal_pending(store: &Store, now: i64) -> Result<usize> {
+    let sqlite = store.backend() == Backend::Sqlite;
+    let mut sealed = 0;
+    loop {
+        let rows = sqlx::query(
+            "SELECT b.series_id, b.start_ts, s.org_id FROM telemetry_block b \
+             JOIN telemetry_series s ON s.id = b.series_id WHERE b.sealed = 0 LIMIT $1",
+        )
+        .bind(HEAD_ROWS_PER_PASS)
+        .fetch_all(store.pool())
+        .await?;
+        let full = rows.len() as i64 == HEAD_ROWS_PER_PASS;
+        // (organization, series, window) -> head blocks
+        let mut windows: BTreeMap<(String, i64, i64), usize> = BTreeMap::new();
+        for r in &rows {
+            let start: i64 = r.try_get("start_ts")?;
+            *windows
+                .entry((
+                    r.try_get("org_id")?,
+                    r.try_get("series_id")?,
+                    window_of(start),
+                ))
+                .or_default() += 1;
+        }
+        let due: Vec<(String, i64, i64)> = windows
+            .into_iter()
+            .filter(|((_, _, w), n)| closed(*w, now) || *n >= OPEN_WINDOW_BLOCKS)
+            .map(|(k, _)| k)
+            .collect();
+        for chunk in due.chunks(WINDOWS_PER_TX) {
+            let mut tx = store.begin_write().await?;
+            if !sqlite {
+                blocks::lock_orgs(&mut tx, chunk.iter().map(|(o, _, _)| o.as_str())).await?;
+            }
+            for (_, series, window) in chunk {
+                seal_window(&mut tx, sqlite, *series, *window, closed(*window, now)).await?;
+            }
+            tx.commit().await?;
+            sealed += chunk.len();
+        }
+        if !full || due.is_empty() {
+            break;
+        }
+    }
+    if sealed > 0 && sqlite {
+        // Give the pages of the merged head blocks back to the file system (a file created
+        // with auto_vacuum; a no-op on older files, whose free pages are reused instead).
+        let _gate = store.write_guard().await;
+        sqlx::query("PRAGMA incremental_vacuum")
+            .execute(store.pool())
+            .await?;
+    }
+    Ok(sealed)
+}
+
+fn closed(window: i64, now: i64) -> bool {
+    window + WINDOW + GRACE <= now
+}
+
+/// Merges one window's blocks into one (compressed, and sealed when the window is closed).
+async fn seal_window(
+    tx: &mut plantd_store::WriteTx,
+    sqlite: bool,
+    series: i64,
+    window: i64,
+    closed: bool,
+) -> Result<()> {
+    let stored = blocks::of_window(tx, series, window).await?;
+    let (Some(first), Some(last)) = (stored.first(), stored.last()) else {
+        return Ok(());
+    };
+    if stored.len() == 1 && block::is_compressed(&first.data) {
+        if closed {
+            sqlx::query(
+                "UPDATE telemetry_block SET sealed = 1 WHERE series_id = $1 AND start_ts = $2",
+            )
+            .bind(series)
+            .bind(first.start)
+            .execute(&mut **tx)
+            .await?;
+        }
+        return Ok(());
+    }
+    let mut columns = block::Columns::default();
+    for b in &stored {
+        columns.extend(b.columns()?);
+    }
+    blocks::delete_span(tx, series, first.start, last.start).await?;
+    blocks::insert(
+        tx,
+        sqlite,
+        &[NewBlock {
+            series,
+            columns,
+            sealed: closed,
+        }],
+    )
+    .await
+}
