@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use crate::block::{self, Columns};
 use crate::error::Result;
 use crate::levels::{HOUR, floor_to};
+use crate::sql::value_rows;
 
 /// The time window of a block.
 pub(crate) const WINDOW: i64 = HOUR;
@@ -135,16 +136,7 @@ pub(crate) async fn newest(
     const PER_STATEMENT: usize = 400;
     let mut out = HashMap::new();
     for chunk in series.chunks(PER_STATEMENT) {
-        let values = (0..chunk.len())
-            .map(|i| {
-                if sqlite {
-                    "(CAST(? AS BIGINT))".to_string()
-                } else {
-                    format!("(CAST(${} AS BIGINT))", i + 1)
-                }
-            })
-            .collect::<Vec<_>>()
-            .join(", ");
+        let values = value_rows(sqlite, chunk.len(), 1, "", true);
         // Blocks never overlap, so the last by start holds the newest point.
         let sql = format!(
             "WITH k (id) AS (VALUES {values}) SELECT k.id AS id, \
@@ -178,27 +170,7 @@ pub(crate) async fn insert(
 ) -> Result<()> {
     const PER_STATEMENT: usize = 100;
     for chunk in blocks.chunks(PER_STATEMENT) {
-        let values = (0..chunk.len())
-            .map(|i| {
-                let p = |k: usize| {
-                    if sqlite {
-                        "?".to_string()
-                    } else {
-                        format!("${}", i * 6 + k)
-                    }
-                };
-                format!(
-                    "({}, {}, {}, {}, {}, {})",
-                    p(1),
-                    p(2),
-                    p(3),
-                    p(4),
-                    p(5),
-                    p(6)
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(", ");
+        let values = value_rows(sqlite, chunk.len(), 6, "", false);
         let sql = format!(
             "INSERT INTO telemetry_block (series_id, start_ts, end_ts, count, sealed, data) VALUES {values}"
         );

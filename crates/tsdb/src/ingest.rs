@@ -11,6 +11,7 @@ use crate::block::Columns;
 use crate::blocks::{self, NewBlock};
 use crate::error::{Result, TsdbError};
 use crate::levels::{LEVELS, floor_to, runs};
+use crate::sql::value_rows;
 use crate::state::{SeriesEntry, SeriesKey, Shared};
 use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
@@ -124,21 +125,7 @@ async fn write_buckets(
         sqlite,
         deltas.len(),
         || {
-            let values = (0..deltas.len())
-                .map(|i| {
-                    let p = |k: usize| placeholder(sqlite, i * 6 + k);
-                    format!(
-                        "({level}, {}, {}, {}, {}, {}, {})",
-                        p(1),
-                        p(2),
-                        p(3),
-                        p(4),
-                        p(5),
-                        p(6)
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join(", ");
+            let values = value_rows(sqlite, deltas.len(), 6, &format!("{level}, "), false);
             let (least, greatest) = if sqlite {
                 ("MIN", "MAX")
             } else {
@@ -565,16 +552,6 @@ fn cached_sql(
     sql
 }
 
-/// The `n`-th bind placeholder. SQLite gets bare `?`: with `$N`, binding looks every name up in
-/// a linear list, which made a 2,000-parameter statement spend most of its time binding.
-fn placeholder(sqlite: bool, n: usize) -> String {
-    if sqlite {
-        "?".to_string()
-    } else {
-        format!("${n}")
-    }
-}
-
 /// Recomputes `level` buckets of the given `(series, lo, hi)` ranges from the points of the
 /// blocks (the finest level, whose buckets held a replaced point).
 async fn recompute_from_points(
@@ -619,18 +596,7 @@ async fn recompute(
         sqlite,
         ranges.len(),
         || {
-            let values = (0..ranges.len())
-                .map(|i| {
-                    let p = |k: usize| placeholder(sqlite, i * 3 + k);
-                    format!(
-                        "(CAST({} AS BIGINT), CAST({} AS BIGINT), CAST({} AS BIGINT))",
-                        p(1),
-                        p(2),
-                        p(3)
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join(", ");
+            let values = value_rows(sqlite, ranges.len(), 3, "", true);
             let below = level - 1;
             let select = format!(
                 "SELECT r.series_id, (r.bucket / {width}) * {width}, SUM(r.count), SUM(r.sum), MIN(r.min), MAX(r.max) \

@@ -14,6 +14,7 @@ mod levels;
 mod query;
 mod retention;
 mod seal;
+mod sql;
 mod state;
 mod storage;
 #[cfg(test)]
