@@ -599,3 +599,44 @@ async fn telemetry_of_a_version_6_database_reads_and_grows_after_the_upgrade() {
         let _ = std::fs::remove_dir_all(d);
     }
 }
+
+/// The head of the open window: single-point batches become head blocks, which sealing merges
+/// (still open, so still head) once 32 have gathered; nothing read changes. (The background
+/// sealer may merge first, by the same rule: the assertions hold either way.)
+#[tokio::test]
+async fn an_open_window_merges_its_head_blocks_without_sealing_them() {
+    let (tsdb, store, org, dir) = fresh(Retention::default()).await;
+    let now = Timestamp::now().millis();
+    let hour = now - now.rem_euclid(HOUR);
+    let mut expected: BTreeMap<i64, f64> = BTreeMap::new();
+    // 40 points, one per batch, the first ones at the hour's start so all are in this window.
+    for i in 0..40 {
+        let t = hour + i * 10;
+        expected.insert(t, i as f64 / 4.0);
+        tsdb.ingest(&org, points("P", [(t, i as f64 / 4.0)]), None)
+            .await
+            .unwrap();
+    }
+    // Sealing as of the window's start + 1 s: the window is open.
+    tsdb.seal_at(Timestamp::from_millis(hour + 1_000))
+        .await
+        .unwrap();
+    let (blocks, head) = block_count(&store).await;
+    assert_eq!(blocks, head, "an open window is never sealed");
+    assert!(
+        blocks < crate::seal::OPEN_WINDOW_BLOCKS as i64,
+        "{blocks} head blocks"
+    );
+    assert_raw_equals(&tsdb, &org, &expected, hour, hour + HOUR).await;
+    let latest = tsdb.latest(&org, "P", None).await.unwrap();
+    assert_eq!(latest[0].value, 39.0 / 4.0);
+    // Once the window is closed the block is compressed and sealed.
+    tsdb.seal_at(Timestamp::from_millis(hour + 2 * HOUR))
+        .await
+        .unwrap();
+    assert_eq!(block_count(&store).await, (1, 0));
+    assert_raw_equals(&tsdb, &org, &expected, hour, hour + HOUR).await;
+    if let Some(d) = dir {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
