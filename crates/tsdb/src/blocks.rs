@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use crate::block::{self, Columns};
 use crate::error::Result;
 use crate::levels::{HOUR, floor_to};
-use crate::sql::value_rows;
+use crate::sql::{Statement, cached_sql, value_rows};
 
 /// The time window of a block.
 pub(crate) const WINDOW: i64 = HOUR;
@@ -136,12 +136,14 @@ pub(crate) async fn newest(
     const PER_STATEMENT: usize = 400;
     let mut out = HashMap::new();
     for chunk in series.chunks(PER_STATEMENT) {
-        let values = value_rows(sqlite, chunk.len(), 1, "", true);
         // Blocks never overlap, so the last by start holds the newest point.
-        let sql = format!(
-            "WITH k (id) AS (VALUES {values}) SELECT k.id AS id, \
-             (SELECT b.end_ts FROM telemetry_block b WHERE b.series_id = k.id ORDER BY b.start_ts DESC LIMIT 1) AS newest FROM k"
-        );
+        let sql = cached_sql(Statement::ProbeNewest, 0, sqlite, chunk.len(), || {
+            let values = value_rows(sqlite, chunk.len(), 1, "", true);
+            format!(
+                "WITH k (id) AS (VALUES {values}) SELECT k.id AS id, \
+                 (SELECT b.end_ts FROM telemetry_block b WHERE b.series_id = k.id ORDER BY b.start_ts DESC LIMIT 1) AS newest FROM k"
+            )
+        });
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
         for s in chunk {
             q = q.bind(*s);
@@ -170,10 +172,12 @@ pub(crate) async fn insert(
 ) -> Result<()> {
     const PER_STATEMENT: usize = 100;
     for chunk in blocks.chunks(PER_STATEMENT) {
-        let values = value_rows(sqlite, chunk.len(), 6, "", false);
-        let sql = format!(
-            "INSERT INTO telemetry_block (series_id, start_ts, end_ts, count, sealed, data) VALUES {values}"
-        );
+        let sql = cached_sql(Statement::InsertBlocks, 0, sqlite, chunk.len(), || {
+            let values = value_rows(sqlite, chunk.len(), 6, "", false);
+            format!(
+                "INSERT INTO telemetry_block (series_id, start_ts, end_ts, count, sealed, data) VALUES {values}"
+            )
+        });
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
         for b in chunk {
             let c = &b.columns;

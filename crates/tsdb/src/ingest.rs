@@ -11,9 +11,9 @@ use crate::block::Columns;
 use crate::blocks::{self, NewBlock};
 use crate::error::{Result, TsdbError};
 use crate::levels::{LEVELS, floor_to, runs};
-use crate::sql::value_rows;
+use crate::sql::{Statement, cached_sql, value_rows};
 use crate::state::{SeriesEntry, SeriesKey, Shared};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tokio::sync::oneshot;
 
 /// Ranges per rollup statement (3 parameters each).
@@ -520,36 +520,6 @@ impl Shared {
         }
         Ok(counts)
     }
-}
-
-/// The statements whose text depends only on their row count, built once per count.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-enum Statement {
-    AddDeltas,
-    Recompute,
-}
-
-/// The text of a bulk statement, built on first use and then copied from a cache (formatting
-/// thousands of placeholders per batch cost more than the statement's execution).
-fn cached_sql(
-    kind: Statement,
-    variant: i64,
-    sqlite: bool,
-    rows: usize,
-    build: impl FnOnce() -> String,
-) -> String {
-    type Cache = HashMap<(Statement, i64, bool, usize), String>;
-    static CACHE: std::sync::LazyLock<Mutex<Cache>> = std::sync::LazyLock::new(Mutex::default);
-    let key = (kind, variant, sqlite, rows);
-    if let Some(sql) = CACHE.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
-        return sql.clone();
-    }
-    let sql = build();
-    CACHE
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(key, sql.clone());
-    sql
 }
 
 /// Recomputes `level` buckets of the given `(series, lo, hi)` ranges from the points of the

@@ -1,4 +1,40 @@
-//! The placeholder lists of this crate's multi-row statements.
+//! The text of this crate's multi-row statements: placeholder lists, and a cache of texts that
+//! depend only on their row count.
+
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
+
+/// The statements whose text depends only on their row count, built once per count.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Statement {
+    AddDeltas,
+    Recompute,
+    InsertBlocks,
+    ProbeNewest,
+}
+
+/// The text of a bulk statement, built on first use and then copied from a cache (formatting
+/// thousands of placeholders per batch cost more than the statement's execution).
+pub(crate) fn cached_sql(
+    kind: Statement,
+    variant: i64,
+    sqlite: bool,
+    rows: usize,
+    build: impl FnOnce() -> String,
+) -> String {
+    type Cache = HashMap<(Statement, i64, bool, usize), String>;
+    static CACHE: LazyLock<Mutex<Cache>> = LazyLock::new(Mutex::default);
+    let key = (kind, variant, sqlite, rows);
+    if let Some(sql) = CACHE.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        return sql.clone();
+    }
+    let sql = build();
+    CACHE
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(key, sql.clone());
+    sql
+}
 
 /// The `n`-th bind placeholder. SQLite gets bare `?`: with `$N`, binding looks every name up in
 /// a linear list, which made a 2,000-parameter statement spend most of its time binding.
