@@ -6,7 +6,6 @@
 
 use plantd_store::{Backend, Store};
 use sqlx::Row;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::block;
@@ -21,8 +20,8 @@ pub(crate) const GRACE: i64 = 60_000;
 pub(crate) const OPEN_WINDOW_BLOCKS: usize = 32;
 /// Windows sealed per transaction, so that ingest waits for the write lock only briefly.
 const WINDOWS_PER_TX: usize = 64;
-/// Head blocks read per pass.
-const HEAD_ROWS_PER_PASS: i64 = 50_000;
+/// Due windows read per query (a pass reads again while there are more).
+const WINDOWS_PER_PASS: i64 = 10_000;
 
 /// The sealer: a pass after each burst of ingest and every few seconds (windows close with time).
 pub(crate) async fn run(shared: Arc<Shared>) {
@@ -44,32 +43,34 @@ pub(crate) async fn run(shared: Arc<Shared>) {
 pub(crate) async fn seal_pending(store: &Store, now: i64) -> Result<usize> {
     let sqlite = store.backend() == Backend::Sqlite;
     let mut sealed = 0;
+    // A window is closed when `window + WINDOW + GRACE <= now`: its blocks start before the
+    // end of the newest closed window.
+    let closed_before = window_of(now - WINDOW - GRACE) + WINDOW;
     loop {
-        let rows = sqlx::query(
-            "SELECT b.series_id, b.start_ts, s.org_id FROM telemetry_block b \
-             JOIN telemetry_series s ON s.id = b.series_id WHERE b.sealed = 0 LIMIT $1",
-        )
-        .bind(HEAD_ROWS_PER_PASS)
+        // The due windows, counted by the database over the partial index of the head: an open
+        // window with few head blocks costs nothing here, however many there are.
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT s.org_id, b.series_id, (b.start_ts / {WINDOW}) * {WINDOW} AS w FROM telemetry_block b \
+             JOIN telemetry_series s ON s.id = b.series_id WHERE b.sealed = 0 \
+             GROUP BY s.org_id, b.series_id, (b.start_ts / {WINDOW}) * {WINDOW} \
+             HAVING COUNT(*) >= $1 OR MAX(b.start_ts) < $2 LIMIT $3"
+        )))
+        .bind(OPEN_WINDOW_BLOCKS as i64)
+        .bind(closed_before)
+        .bind(WINDOWS_PER_PASS)
         .fetch_all(store.pool())
         .await?;
-        let full = rows.len() as i64 == HEAD_ROWS_PER_PASS;
-        // (organization, series, window) -> head blocks
-        let mut windows: BTreeMap<(String, i64, i64), usize> = BTreeMap::new();
-        for r in &rows {
-            let start: i64 = r.try_get("start_ts")?;
-            *windows
-                .entry((
+        let full = rows.len() as i64 == WINDOWS_PER_PASS;
+        let due: Vec<(String, i64, i64)> = rows
+            .iter()
+            .map(|r| {
+                Ok((
                     r.try_get("org_id")?,
                     r.try_get("series_id")?,
-                    window_of(start),
+                    r.try_get("w")?,
                 ))
-                .or_default() += 1;
-        }
-        let due: Vec<(String, i64, i64)> = windows
-            .into_iter()
-            .filter(|((_, _, w), n)| closed(*w, now) || *n >= OPEN_WINDOW_BLOCKS)
-            .map(|(k, _)| k)
-            .collect();
+            })
+            .collect::<std::result::Result<_, sqlx::Error>>()?;
         for chunk in due.chunks(WINDOWS_PER_TX) {
             let mut tx = store.begin_write().await?;
             if !sqlite {
