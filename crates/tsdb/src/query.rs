@@ -147,26 +147,6 @@ fn split(lo: i64, hi: i64, levels: &[(i16, i64)], out: &mut Vec<Piece>) {
     });
 }
 
-/// A point of a raw query, ordered by time alone (the heap orders by time, asset and tag first).
-struct Point((i64, f64, Quality));
-
-impl PartialEq for Point {
-    fn eq(&self, o: &Self) -> bool {
-        self.0.0 == o.0.0
-    }
-}
-impl Eq for Point {}
-impl PartialOrd for Point {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Point {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        self.0.0.cmp(&o.0.0)
-    }
-}
-
 /// One series' points of a raw query, read a chunk at a time.
 struct Cursor<'a> {
     series: i64,
@@ -218,24 +198,26 @@ impl Queries<'_> {
                 done: false,
             });
         }
-        // The heap holds each cursor's next point: (time, asset, tag) order, as the API sorts.
+        // The heap orders each cursor's next point by (time, asset, tag), as the API sorts;
+        // the point itself waits in `next[i]`.
         let mut heap = std::collections::BinaryHeap::new();
+        let mut next = Vec::with_capacity(cursors.len());
         for (i, c) in cursors.iter_mut().enumerate() {
-            if let Some(p) = c.next(self, hi).await? {
-                heap.push(std::cmp::Reverse((p.0, c.asset, c.tag, i, Point(p))));
+            let p = c.next(self, hi).await?;
+            if let Some(p) = p {
+                heap.push(std::cmp::Reverse((p.0, c.asset, c.tag, i)));
             }
+            next.push(p);
         }
         let mut skip = page.offset();
         let mut items = Vec::new();
-        while let Some(std::cmp::Reverse((_, asset, tag, i, Point((ts, value, quality))))) =
-            heap.pop()
-        {
+        while let Some(std::cmp::Reverse((ts, asset, tag, i))) = heap.pop() {
             if items.len() as i64 >= page.limit() {
                 break;
             }
             if skip > 0 {
                 skip -= 1;
-            } else {
+            } else if let Some((_, value, quality)) = next[i] {
                 items.push(RawRow {
                     timestamp: Timestamp::from_millis(ts),
                     asset_id: asset.clone(),
@@ -244,8 +226,9 @@ impl Queries<'_> {
                     quality,
                 });
             }
-            if let Some(p) = cursors[i].next(self, hi).await? {
-                heap.push(std::cmp::Reverse((p.0, asset, tag, i, Point(p))));
+            next[i] = cursors[i].next(self, hi).await?;
+            if let Some(p) = next[i] {
+                heap.push(std::cmp::Reverse((p.0, asset, tag, i)));
             }
         }
         Ok(Paged { items, total })
@@ -435,27 +418,19 @@ impl Queries<'_> {
                 }
                 continue;
             };
-            let (table, col, count, sum, min, max, level) = (
-                "telemetry_rollup",
-                "r.bucket",
-                "CAST(SUM(r.count) AS BIGINT)",
-                "SUM(r.sum)",
-                "MIN(r.min)",
-                "MAX(r.max)",
-                format!(" AND r.level = {level}"),
-            );
             // Without an interval the whole range is one bucket: group by series only.
             let (b, group) = match bucket {
                 Some(w) => (
-                    format!("({col} / {w}) * {w}"),
-                    format!(", ({col} / {w}) * {w}"),
+                    format!("(r.bucket / {w}) * {w}"),
+                    format!(", (r.bucket / {w}) * {w}"),
                 ),
                 None => ("0".to_string(), String::new()),
             };
             let sql = format!(
-                "SELECT s.asset_id, s.tag_name, {b} AS b, {count} AS n, {sum} AS total, {min} AS lo, {max} AS hi \
-                 FROM {table} r JOIN telemetry_series s ON s.id = r.series_id \
-                 WHERE {col} >= $1 AND {col} < $2{level} AND {series} \
+                "SELECT s.asset_id, s.tag_name, {b} AS b, CAST(SUM(r.count) AS BIGINT) AS n, SUM(r.sum) AS total, \
+                 MIN(r.min) AS lo, MAX(r.max) AS hi \
+                 FROM telemetry_rollup r JOIN telemetry_series s ON s.id = r.series_id \
+                 WHERE r.bucket >= $1 AND r.bucket < $2 AND r.level = {level} AND {series} \
                  GROUP BY s.asset_id, s.tag_name{group}"
             );
             let mut q = sqlx::query(sqlx::AssertSqlSafe(sql))
