@@ -249,6 +249,8 @@ fn event_word(event: EventType) -> &'static str {
         EventType::AlertTriggered => "triggered",
         EventType::AlertAcknowledged => "acknowledged",
         EventType::AlertResolved => "resolved",
+        // Only alert events reach email and Slack.
+        other => other.as_str(),
     }
 }
 

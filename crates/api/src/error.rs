@@ -18,6 +18,11 @@ pub enum ApiError {
     NotFound(String),
     MethodNotAllowed,
     Conflict(String),
+    /// A 409 with a domain code of its own (`too_many_activations`, `license_expired`, ...).
+    Refused {
+        code: &'static str,
+        message: String,
+    },
     RateLimited {
         message: String,
         retry_after: u64,
@@ -54,7 +59,8 @@ pub struct ErrorBody {
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct ErrorObject {
     /// validation_error, authentication_error, authorization_error, not_found, conflict,
-    /// rate_limited, internal_error (and method_not_allowed).
+    /// rate_limited, internal_error (and method_not_allowed); license activation's own 409
+    /// codes are listed in docs/api.md ("Licenses").
     pub code: &'static str,
     pub message: String,
     pub details: Vec<FieldError>,
@@ -108,6 +114,7 @@ impl ApiError {
             ApiError::NotFound(_) => "not_found",
             ApiError::MethodNotAllowed => "method_not_allowed",
             ApiError::Conflict(_) => "conflict",
+            ApiError::Refused { code, .. } => code,
             ApiError::RateLimited { .. } => "rate_limited",
             ApiError::OAuth { error, .. } => error,
             ApiError::Internal(_) => "internal_error",
@@ -121,7 +128,7 @@ impl ApiError {
             ApiError::Authorization(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::Conflict(_) | ApiError::Refused { .. } => StatusCode::CONFLICT,
             ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::OAuth { status, .. } => *status,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -148,6 +155,7 @@ impl From<AppError> for ApiError {
             AppError::NotFound(what) => ApiError::NotFound(format!("{what} not found")),
             AppError::NoUser => ApiError::NotFound(AppError::NoUser.to_string()),
             AppError::Conflict(m) => ApiError::Conflict(m),
+            AppError::Refused { code, message } => ApiError::Refused { code, message },
             AppError::LimitReached {
                 message,
                 retry_after,
@@ -214,7 +222,8 @@ impl IntoResponse for ApiError {
             ApiError::Authentication(m)
             | ApiError::Authorization(m)
             | ApiError::NotFound(m)
-            | ApiError::Conflict(m) => (m, Vec::new(), None),
+            | ApiError::Conflict(m)
+            | ApiError::Refused { message: m, .. } => (m, Vec::new(), None),
             ApiError::MethodNotAllowed => (
                 "this method is not allowed on this path".into(),
                 Vec::new(),

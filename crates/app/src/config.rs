@@ -29,6 +29,9 @@ pub struct AppConfig {
     /// Failed logins allowed per account, and per client address, in 15 minutes.
     pub login_failures_per_account: u64,
     pub login_failures_per_client: u64,
+    /// Calls per minute of one license key to activate, validate and deactivate (beside the
+    /// client address's `anonymous_per_minute`).
+    pub license_key_per_minute: u64,
 }
 
 impl Default for AppConfig {
@@ -45,6 +48,7 @@ impl Default for AppConfig {
             public_url: None,
             login_failures_per_account: 10,
             login_failures_per_client: 50,
+            license_key_per_minute: 600,
         }
     }
 }

@@ -32,6 +32,10 @@ pub enum AppError {
     /// The request conflicts with the resource's state.
     #[error("{0}")]
     Conflict(String),
+    /// The request conflicts with the resource's state, with a code of its own that a device
+    /// can act on (`too_many_activations`, `license_expired`, ...; docs/api.md).
+    #[error("{message}")]
+    Refused { code: &'static str, message: String },
     /// A quota or ingestion limit refuses the request for now.
     #[error("{message}")]
     LimitReached { message: String, retry_after: u64 },

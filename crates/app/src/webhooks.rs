@@ -20,7 +20,9 @@ use crate::error::{AppError, AppResult};
 pub struct NewWebhook {
     /// http:// or https:// URL that receives a POST per event.
     pub url: String,
-    /// alert.triggered, alert.acknowledged, alert.resolved
+    /// alert.triggered, alert.acknowledged, alert.resolved, license.created,
+    /// license.activated, license.deactivated, license.suspended, license.reinstated,
+    /// license.revoked, license.renewed
     pub events: Vec<String>,
     /// 16..200 characters; generated when absent. Returned once.
     pub secret: Option<String>,

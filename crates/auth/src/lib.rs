@@ -3,6 +3,7 @@
 //! and RS256 access tokens ([`jwt`]).
 
 pub mod jwt;
+pub mod license_key;
 mod password_rules;
 
 pub use password_rules::{MAX_PASSWORD_BYTES, MIN_PASSWORD_CHARS, password_problem};

@@ -61,9 +61,8 @@ pub(crate) fn options() -> Result<Options> {
             "--no-sqlite" => o.no_sqlite = true,
             "--ingest-only" => o.ingest_only = true,
             "--plantd" => o.plantd = args.next().context("--plantd PATH")?.into(),
-            "api" | "identity" | "console" | "telemetry" | "sim" | "connectors" | "alerts" => {
-                suite = Some(a)
-            }
+            "api" | "identity" | "console" | "telemetry" | "sim" | "connectors" | "alerts"
+            | "licenses" => suite = Some(a),
             "--points" => o.points = args.next().context("--points N")?.parse()?,
             other => bail!(
                 "unknown argument {other}; usage: plantd-bench api [--duration S] [--connections N] [--postgres-url URL | --no-postgres] [--no-sqlite] [--ingest-only] [--plantd PATH]"
@@ -72,7 +71,7 @@ pub(crate) fn options() -> Result<Options> {
     }
     let Some(suite) = suite else {
         bail!(
-            "usage: plantd-bench api|identity|console|telemetry|sim|connectors|alerts [--duration S] [--connections N] [--points N] [--postgres-url URL | --no-postgres]"
+            "usage: plantd-bench api|identity|console|telemetry|sim|connectors|alerts|licenses [--duration S] [--connections N] [--points N] [--postgres-url URL | --no-postgres]"
         );
     };
     o.suite = suite;
@@ -113,7 +112,7 @@ pub(crate) fn start_server(o: &Options, database_url: Option<&str>) -> Result<(S
     let config = dir.join("bench.toml");
     std::fs::write(
         &config,
-        "anonymous_requests_per_minute = 1000000000\n[limits.enterprise_requests]\nper_minute = 1000000000\nper_hour = 1000000000\nper_day = 1000000000\n",
+        "anonymous_requests_per_minute = 1000000000\nlicense_key_requests_per_minute = 1000000000\n[limits.enterprise_requests]\nper_minute = 1000000000\nper_hour = 1000000000\nper_day = 1000000000\n",
     )?;
     let mut storage: Vec<String> = vec![
         "--data-dir".into(),

@@ -1,5 +1,5 @@
 //! `plantd-bench SUITE`: benchmarks of plantd that print tables (not tests), each running the
-//! release server as a separate process: `api`, `identity`, `console`, `telemetry`, `sim`, `connectors`, `alerts`
+//! release server as a separate process: `api`, `identity`, `console`, `telemetry`, `sim`, `connectors`, `alerts`, `licenses`
 //! (docs/benchmarks.md).
 
 mod alerts;
@@ -8,6 +8,7 @@ mod connectors;
 mod console;
 mod harness;
 mod identity;
+mod licenses;
 mod sim;
 mod telemetry;
 
@@ -23,6 +24,7 @@ async fn main() -> Result<()> {
         "sim" => sim::run(&o).await,
         "connectors" => connectors::run(&o).await,
         "alerts" => alerts::run(&o).await,
+        "licenses" => licenses::run(&o).await,
         _ => api::run(&o).await,
     }
 }

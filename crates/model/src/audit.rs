@@ -54,11 +54,12 @@ pub enum AuditCategory {
     Users,
     Sessions,
     OAuth,
+    Licenses,
     Audit,
 }
 
 impl AuditCategory {
-    pub const ALL: [AuditCategory; 14] = [
+    pub const ALL: [AuditCategory; 15] = [
         AuditCategory::System,
         AuditCategory::DataSources,
         AuditCategory::Dashboards,
@@ -72,6 +73,7 @@ impl AuditCategory {
         AuditCategory::Users,
         AuditCategory::Sessions,
         AuditCategory::OAuth,
+        AuditCategory::Licenses,
         AuditCategory::Audit,
     ];
 
@@ -90,6 +92,7 @@ impl AuditCategory {
             AuditCategory::Users => "users",
             AuditCategory::Sessions => "sessions",
             AuditCategory::OAuth => "oauth",
+            AuditCategory::Licenses => "licenses",
             AuditCategory::Audit => "audit",
         }
     }
@@ -227,6 +230,24 @@ audit_events! {
     OAuthRevoke => "oauth.revoke", OAuth, "oauth_grant", Warning;
     OAuthIntrospect => "oauth.introspect", OAuth, "oauth_grant", Info;
 
+    ProductList => "product.list", Licenses, "product", Info;
+    ProductCreate => "product.create", Licenses, "product", Info;
+    ProductRead => "product.read", Licenses, "product", Info;
+    ProductUpdate => "product.update", Licenses, "product", Info;
+    ProductDelete => "product.delete", Licenses, "product", Warning;
+    LicenseList => "license.list", Licenses, "license", Info;
+    LicenseCreate => "license.create", Licenses, "license", Info;
+    LicenseRead => "license.read", Licenses, "license", Info;
+    LicenseActivations => "license.activations", Licenses, "license", Info;
+    LicensePublicKey => "license.public_key", Licenses, "license", Info;
+    LicenseSuspend => "license.suspend", Licenses, "license", Warning;
+    LicenseReinstate => "license.reinstate", Licenses, "license", Info;
+    LicenseRevoke => "license.revoke", Licenses, "license", Warning;
+    LicenseRenew => "license.renew", Licenses, "license", Info;
+    LicenseActivate => "license.activate", Licenses, "license", Info;
+    LicenseValidate => "license.validate", Licenses, "license", Info;
+    LicenseDeactivate => "license.deactivate", Licenses, "license", Info;
+
     AuditList => "audit.list", Audit, "audit_log", Info;
     AuditRead => "audit.read", Audit, "audit_log", Info;
     AuditSummary => "audit.summary", Audit, "audit_log", Info;
@@ -250,6 +271,8 @@ pub enum ActorType {
     ApiKey,
     Session,
     OAuthToken,
+    /// A device presenting a license key (activate, validate, deactivate).
+    LicenseKey,
     Anonymous,
 }
 
@@ -259,6 +282,7 @@ impl ActorType {
             ActorType::ApiKey => "api_key",
             ActorType::Session => "session",
             ActorType::OAuthToken => "oauth_token",
+            ActorType::LicenseKey => "license_key",
             ActorType::Anonymous => "anonymous",
         }
     }

@@ -13,13 +13,34 @@ pub enum EventType {
     AlertAcknowledged,
     #[serde(rename = "alert.resolved")]
     AlertResolved,
+    #[serde(rename = "license.created")]
+    LicenseCreated,
+    #[serde(rename = "license.activated")]
+    LicenseActivated,
+    #[serde(rename = "license.deactivated")]
+    LicenseDeactivated,
+    #[serde(rename = "license.suspended")]
+    LicenseSuspended,
+    #[serde(rename = "license.reinstated")]
+    LicenseReinstated,
+    #[serde(rename = "license.revoked")]
+    LicenseRevoked,
+    #[serde(rename = "license.renewed")]
+    LicenseRenewed,
 }
 
 impl EventType {
-    pub const ALL: [EventType; 3] = [
+    pub const ALL: [EventType; 10] = [
         EventType::AlertTriggered,
         EventType::AlertAcknowledged,
         EventType::AlertResolved,
+        EventType::LicenseCreated,
+        EventType::LicenseActivated,
+        EventType::LicenseDeactivated,
+        EventType::LicenseSuspended,
+        EventType::LicenseReinstated,
+        EventType::LicenseRevoked,
+        EventType::LicenseRenewed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -27,6 +48,13 @@ impl EventType {
             EventType::AlertTriggered => "alert.triggered",
             EventType::AlertAcknowledged => "alert.acknowledged",
             EventType::AlertResolved => "alert.resolved",
+            EventType::LicenseCreated => "license.created",
+            EventType::LicenseActivated => "license.activated",
+            EventType::LicenseDeactivated => "license.deactivated",
+            EventType::LicenseSuspended => "license.suspended",
+            EventType::LicenseReinstated => "license.reinstated",
+            EventType::LicenseRevoked => "license.revoked",
+            EventType::LicenseRenewed => "license.renewed",
         }
     }
 
@@ -34,7 +62,7 @@ impl EventType {
         EventType::ALL.into_iter().find(|e| e.as_str() == s)
     }
 
-    /// `alert.triggered, alert.acknowledged, alert.resolved`, for messages.
+    /// `alert.triggered, alert.acknowledged, ...`, for messages.
     pub fn list() -> String {
         EventType::ALL.map(EventType::as_str).join(", ")
     }

@@ -8,6 +8,7 @@ pub mod data_source;
 pub mod errors;
 pub mod event;
 pub mod identity;
+pub mod license;
 pub mod org;
 pub mod page;
 pub mod scope;

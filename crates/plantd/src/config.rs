@@ -21,6 +21,8 @@ pub struct FileConfig {
     pub limits: Option<LimitPolicy>,
     /// Requests per minute per client address without valid credentials.
     pub anonymous_requests_per_minute: Option<u64>,
+    /// Calls per minute of one license key (activate, validate, deactivate).
+    pub license_key_requests_per_minute: Option<u64>,
     pub telemetry: Option<TelemetryConfig>,
     /// The SMTP relay of alert, invitation and password-reset emails.
     pub smtp: Option<plantd_alerts::channels::SmtpConfig>,
@@ -134,6 +136,9 @@ impl ServeConfig {
             anonymous_per_minute: file
                 .anonymous_requests_per_minute
                 .unwrap_or(defaults.anonymous_per_minute),
+            license_key_per_minute: file
+                .license_key_requests_per_minute
+                .unwrap_or(defaults.license_key_per_minute),
             key_cache_ttl: defaults.key_cache_ttl,
             usage_flush_interval: Duration::from_secs(5),
             retention,

@@ -3,6 +3,7 @@
 //! running server on the same database.
 
 mod config;
+mod license;
 mod signals;
 mod sim;
 
@@ -69,6 +70,11 @@ enum Command {
     Keys {
         #[command(subcommand)]
         command: KeysCommand,
+    },
+    /// Check license keys offline.
+    License {
+        #[command(subcommand)]
+        command: license::LicenseCommand,
     },
     /// Manage organizations.
     Orgs {
@@ -268,6 +274,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             println!("{}", org.id);
             Ok(())
         }
+        Command::License { command } => license::run(command),
         Command::Sim { command } => {
             if matches!(command, sim::SimCommand::Start { .. }) {
                 init_logging();

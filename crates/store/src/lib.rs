@@ -16,6 +16,7 @@ mod database;
 mod error;
 mod identity;
 mod lease;
+mod licenses;
 mod migrate;
 mod notifications;
 mod notify;
@@ -40,6 +41,7 @@ pub use database::WriteTx;
 pub use error::{Result, StoreError};
 pub use identity::{AccountTokenKind, NewAccountToken, NewSession, UsedAccountToken};
 pub use lease::{CONNECTORS_LEASE, Lease};
+pub use licenses::{Activated, LicenseFilter, NewLicense, ProductFields};
 pub use notifications::{
     AlertEvent, NewNotification, Notification, NotificationFilter, NotificationSettings,
 };

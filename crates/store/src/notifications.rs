@@ -173,32 +173,8 @@ impl Store {
         if taken.rows_affected() == 0 {
             return Ok(false);
         }
+        crate::webhooks::queue_deliveries(&mut tx, &event.org_id, event.event, payload).await?;
         let now = Timestamp::now().millis();
-        let hooks = sqlx::query("SELECT id, events FROM webhooks WHERE org_id = $1")
-            .bind(&event.org_id)
-            .fetch_all(&mut *tx)
-            .await?;
-        for hook in &hooks {
-            let events: String = hook.try_get("events")?;
-            let events: Vec<EventType> = serde_json::from_str(&events)?;
-            if !events.contains(&event.event) {
-                continue;
-            }
-            let id = new_id();
-            sqlx::query(
-                "INSERT INTO webhook_deliveries (id, org_id, webhook_id, event, payload, status, attempts, next_attempt_at, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, 'pending', 0, $6, $7)",
-            )
-            .bind(&id)
-            .bind(&event.org_id)
-            .bind(hook.try_get::<String, _>("id")?)
-            .bind(event.event.as_str())
-            .bind(payload(&id))
-            .bind(now)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        }
         for n in notifications {
             sqlx::query(
                 "INSERT INTO notifications (id, org_id, alert_id, event, channel, target, subject, body, status, attempts, \

@@ -288,3 +288,71 @@ async fn alerts_with_and_without_numbers_alternate() {
         let _ = std::fs::remove_dir_all(d);
     }
 }
+
+/// Concurrent activations of one license never take more than its slots: the store locks the
+/// license row before counting (on PostgreSQL, where writers are not serialized in-process).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_activations_never_exceed_the_slots() {
+    use crate::{Activated, NewLicense, ProductFields};
+    use plantd_model::license::LicenseType;
+    let (url, dir) = fresh_database().await;
+    let store = Store::connect(&url).await.unwrap();
+    let org = store.create_org("O", Tier::Trial).await.unwrap();
+    let product = store
+        .create_product(
+            &org.id,
+            &ProductFields {
+                name: "Hub".into(),
+                sku: "HUB".into(),
+                description: String::new(),
+                price: 0.0,
+                license_type: LicenseType::Perpetual,
+                features: vec![],
+            },
+        )
+        .await
+        .unwrap();
+    let license = store
+        .create_license(
+            &org.id,
+            &NewLicense {
+                id: new_id(),
+                product_id: product.id,
+                license_key: "pdl_test".into(),
+                license_type: LicenseType::Perpetual,
+                max_activations: 3,
+                validity_days: None,
+                features: vec![],
+                customer_email: "a@b.example".into(),
+                expires_at: None,
+            },
+        )
+        .await
+        .unwrap();
+    let tasks: Vec<_> = (0..40)
+        .map(|i| {
+            let (store, org, id) = (store.clone(), org.id.clone(), license.id.clone());
+            tokio::spawn(async move {
+                store
+                    .activate_license(&org, &id, &format!("gw-{i}"), "fp")
+                    .await
+                    .unwrap()
+                    .0
+            })
+        })
+        .collect();
+    let mut new = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            Activated::New(_) => new += 1,
+            Activated::Full => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(new, 3);
+    let read = store.license(&org.id, &license.id).await.unwrap();
+    assert_eq!(read.current_activations, 3);
+    if let Some(d) = dir {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}

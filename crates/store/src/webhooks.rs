@@ -82,6 +82,44 @@ fn delivery_from_row(row: &AnyRow) -> Result<Delivery> {
     })
 }
 
+/// Queues, in the caller's transaction, a delivery of `event` for every webhook of the
+/// organization subscribed to it (`payload` makes the body from the delivery id). A change and
+/// its deliveries commit together: none is announced that did not happen, none is lost.
+pub(crate) async fn queue_deliveries(
+    conn: &mut sqlx::AnyConnection,
+    org_id: &str,
+    event: EventType,
+    payload: impl Fn(&str) -> String,
+) -> Result<()> {
+    let now = Timestamp::now().millis();
+    let hooks = sqlx::query("SELECT id, events FROM webhooks WHERE org_id = $1")
+        .bind(org_id)
+        .fetch_all(&mut *conn)
+        .await?;
+    for hook in &hooks {
+        let events: String = hook.try_get("events")?;
+        let events: Vec<EventType> = serde_json::from_str(&events)?;
+        if !events.contains(&event) {
+            continue;
+        }
+        let id = new_id();
+        sqlx::query(
+            "INSERT INTO webhook_deliveries (id, org_id, webhook_id, event, payload, status, attempts, next_attempt_at, created_at) \
+             VALUES ($1, $2, $3, $4, $5, 'pending', 0, $6, $7)",
+        )
+        .bind(&id)
+        .bind(org_id)
+        .bind(hook.try_get::<String, _>("id")?)
+        .bind(event.as_str())
+        .bind(payload(&id))
+        .bind(now)
+        .bind(now)
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
+}
+
 impl Store {
     pub async fn create_webhook(
         &self,

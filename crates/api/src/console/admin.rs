@@ -13,13 +13,13 @@ use super::browser::Browser;
 use super::layout::{error_shell, failed, maybe_time, shell, time};
 use crate::state::AppState;
 
-const ALL: Page = Page {
+pub(super) const ALL: Page = Page {
     page: 1,
     per_page: 1000,
 };
 
 /// A text field with its label and the place its error appears.
-fn field(id: &str, name: &str, label: &str, attrs: Markup) -> Markup {
+pub(super) fn field(id: &str, name: &str, label: &str, attrs: Markup) -> Markup {
     html! {
         label for=(id) { (label) }
         (attrs)

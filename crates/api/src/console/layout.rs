@@ -14,7 +14,7 @@ const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-
                    connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
 
 /// The console's navigation: path and label.
-const NAV: [(&str, &str); 7] = [
+const NAV: [(&str, &str); 8] = [
     ("/", "Overview"),
     ("/dashboards", "Dashboards"),
     ("/alerts", "Alerts"),
@@ -22,6 +22,7 @@ const NAV: [(&str, &str); 7] = [
     ("/data-sources", "Data sources"),
     ("/api-keys", "API keys"),
     ("/members", "Members"),
+    ("/licenses", "Licenses"),
 ];
 
 /// A page of the console: `title`, the navigation (with `active` marked) and the signed-in

@@ -7,6 +7,7 @@
 mod admin;
 mod browser;
 mod layout;
+mod licenses;
 mod pages;
 mod session;
 
@@ -37,6 +38,7 @@ pub fn router(state: AppState) -> Router<AppState> {
         .route("/data-sources", get(admin::data_sources))
         .route("/api-keys", get(admin::api_keys))
         .route("/members", get(admin::members))
+        .route("/licenses", get(licenses::licenses))
         .route("/assets/{*path}", get(asset))
 }
 

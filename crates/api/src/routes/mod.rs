@@ -7,9 +7,11 @@ mod audit;
 mod auth;
 mod dashboards;
 mod data_sources;
+mod licenses;
 mod notifications;
 mod oauth_apps;
 mod orgs;
+mod products;
 mod stream;
 mod system;
 mod telemetry;
@@ -34,6 +36,8 @@ pub fn all() -> Vec<Route> {
         users::routes(),
         auth::routes(),
         oauth_apps::routes(),
+        products::routes(),
+        licenses::routes(),
         audit::routes(),
     ]
     .into_iter()

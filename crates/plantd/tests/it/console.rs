@@ -177,6 +177,18 @@ async fn every_page_renders_what_the_organization_has() {
         .as_str()
         .unwrap()
         .to_string();
+    let product = app
+        .post("/products", k, json!({"name": "Edge Gateway", "sku": "HUB-PRO", "price": 499, "license_type": "subscription"}))
+        .await
+        .expect(201);
+    app.post(
+        "/licenses",
+        k,
+        json!({"product_id": product.json["data"]["id"], "validity_days": 30,
+        "max_activations": 2, "customer_email": "ops@plant.example"}),
+    )
+    .await
+    .expect(201);
     let cookie = console_cookie(&app, OWNER.0, OWNER.1).await;
     for (path, expect) in [
         (
@@ -240,6 +252,19 @@ async fn every_page_renders_what_the_organization_has() {
             vec!["test admin", "New key", "value=\"read:telemetry\""],
         ),
         ("/members", vec!["owner@example.com", "Send invitation"]),
+        (
+            "/licenses",
+            vec![
+                "Edge Gateway",
+                "HUB-PRO",
+                "ops@plant.example",
+                "0 / 2",
+                "pdl_",
+                "Suspend",
+                "Renew",
+                "Issue license",
+            ],
+        ),
     ] {
         let (status, html, headers) = page(&app, &cookie, path).await;
         assert_eq!(status, 200, "{path}: {html}");

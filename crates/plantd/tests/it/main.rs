@@ -14,6 +14,7 @@ mod crash;
 mod dashboards;
 mod data_sources;
 mod identity;
+mod licenses;
 mod oauth;
 mod orgs_users_audit;
 mod rate_limits;
