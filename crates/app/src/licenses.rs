@@ -127,6 +127,15 @@ pub struct KeyHolder {
     pub license_id: String,
 }
 
+impl KeyHolder {
+    fn of(license: &License) -> Self {
+        Self {
+            org_id: license.org_id.clone(),
+            license_id: license.id.clone(),
+        }
+    }
+}
+
 /// The public half of an organization's license signing key.
 pub struct PublicKey {
     pub bytes: [u8; 32],
@@ -530,10 +539,7 @@ impl App {
             Ok(l) => l,
             Err(e) => return (None, Err(e)),
         };
-        let holder = KeyHolder {
-            org_id: license.org_id.clone(),
-            license_id: license.id.clone(),
-        };
+        let holder = KeyHolder::of(&license);
         let result = self.activate(license, &req).await;
         (Some(holder), result)
     }
@@ -629,10 +635,7 @@ impl App {
             }
             Ok(Ok(l)) => l,
         };
-        let holder = KeyHolder {
-            org_id: license.org_id.clone(),
-            license_id: license.id.clone(),
-        };
+        let holder = KeyHolder::of(&license);
         let result = self.validate(license, &req).await;
         (Some(holder), result)
     }
@@ -708,10 +711,7 @@ impl App {
             Ok(l) => l,
             Err(e) => return (None, Err(e)),
         };
-        let holder = KeyHolder {
-            org_id: license.org_id.clone(),
-            license_id: license.id.clone(),
-        };
+        let holder = KeyHolder::of(&license);
         let result = async {
             self.count_key_call(&license.id)?;
             self.store()
