@@ -176,18 +176,55 @@ fn whole_seconds(t: Timestamp) -> Timestamp {
     Timestamp::from_millis(t.millis() - t.millis().rem_euclid(1000))
 }
 
+/// What a license's status means to a device: its validation code and the words for it.
+fn standing(status: LicenseStatus) -> (ValidationCode, &'static str) {
+    match status {
+        LicenseStatus::Active => (ValidationCode::Valid, "the license is in force"),
+        LicenseStatus::Expired => (ValidationCode::Expired, "the license has expired"),
+        LicenseStatus::Suspended => (ValidationCode::Suspended, "the license is suspended"),
+        LicenseStatus::Revoked => (ValidationCode::Revoked, "the license is revoked"),
+    }
+}
+
 /// The refusal of an activation for a license not in force.
 fn not_in_force(status: LicenseStatus) -> Option<AppError> {
-    let (code, message) = match status {
+    let code = match status {
         LicenseStatus::Active => return None,
-        LicenseStatus::Expired => ("license_expired", "the license has expired"),
-        LicenseStatus::Suspended => ("license_suspended", "the license is suspended"),
-        LicenseStatus::Revoked => ("license_revoked", "the license is revoked"),
+        LicenseStatus::Expired => "license_expired",
+        LicenseStatus::Suspended => "license_suspended",
+        LicenseStatus::Revoked => "license_revoked",
     };
     Some(AppError::Refused {
         code,
-        message: message.into(),
+        message: standing(status).1.into(),
     })
+}
+
+/// The refusal of a key presented to activate or deactivate that matches no license: invalid
+/// input (not a key) or not found (no license of this server).
+fn refuse_unmatched<T>(unmatched: Unmatched) -> AppResult<T> {
+    match unmatched {
+        Unmatched::Invalid(e) => Err(AppError::invalid("license_key", e.to_string())),
+        Unmatched::NotFound => Err(AppError::NotFound("license")),
+    }
+}
+
+/// A license key for the given license fields.
+fn sign(
+    signer: &LicenseSigner,
+    id: &str,
+    product_id: &str,
+    expires_at: Option<Timestamp>,
+    features: &[String],
+) -> AppResult<String> {
+    signer
+        .sign(&LicenseClaims {
+            license_id: uuid_of(id)?,
+            product_id: uuid_of(product_id)?,
+            expires_at: expires_at.map(|t| t.unix_seconds()),
+            features: features.to_vec(),
+        })
+        .map_err(internal("signing a license key"))
 }
 
 impl App {
@@ -215,17 +252,6 @@ impl App {
         let bytes = self.license_signer(org_id).await?.public_key();
         let pem = license_key::public_key_pem(&bytes).map_err(internal("public key"))?;
         Ok(PublicKey { bytes, pem })
-    }
-
-    fn sign(&self, signer: &LicenseSigner, l: &License) -> AppResult<String> {
-        signer
-            .sign(&LicenseClaims {
-                license_id: uuid_of(&l.id)?,
-                product_id: uuid_of(&l.product_id)?,
-                expires_at: l.expires_at.map(|t| t.unix_seconds()),
-                features: l.features.clone(),
-            })
-            .map_err(internal("signing a license key"))
     }
 
     /// Issues a license for a product of the organization, with its signed key.
@@ -276,44 +302,25 @@ impl App {
             }
             _ => {}
         }
-        let now = Timestamp::now();
-        let mut license = License {
-            id: new_id(),
-            org_id: org_id.to_string(),
-            license_key: String::new(),
+        let id = new_id();
+        let now = Timestamp::now().millis();
+        let expires_at = new
+            .validity_days
+            .map(|d| whole_seconds(Timestamp::from_millis(now + d * DAY_MS)));
+        let signer = self.license_signer(org_id).await?;
+        let license_key = sign(&signer, &id, &product.id, expires_at, &product.features)?;
+        let new = plantd_store::NewLicense {
+            id,
             product_id: product.id,
+            license_key,
             license_type,
-            status: LicenseStatus::Active,
             max_activations: max,
-            current_activations: 0,
             validity_days: new.validity_days,
             features: product.features,
             customer_email: new.customer_email.trim().to_string(),
-            expires_at: new
-                .validity_days
-                .map(|d| whole_seconds(Timestamp::from_millis(now.millis() + d * DAY_MS))),
-            created_at: now,
-            updated_at: now,
+            expires_at,
         };
-        let signer = self.license_signer(org_id).await?;
-        license.license_key = self.sign(&signer, &license)?;
-        Ok(self
-            .store()
-            .create_license(
-                org_id,
-                &plantd_store::NewLicense {
-                    id: license.id,
-                    product_id: license.product_id,
-                    license_key: license.license_key,
-                    license_type,
-                    max_activations: max,
-                    validity_days: license.validity_days,
-                    features: license.features,
-                    customer_email: license.customer_email,
-                    expires_at: license.expires_at,
-                },
-            )
-            .await?)
+        Ok(self.store().create_license(org_id, &new).await?)
     }
 
     pub async fn license(&self, org_id: &str, id: &str) -> AppResult<License> {
@@ -430,11 +437,14 @@ impl App {
         }
         let from = expires_at.max(Timestamp::now());
         let until = whole_seconds(Timestamp::from_millis(from.millis() + days * DAY_MS));
-        let renewed = License {
-            expires_at: Some(until),
-            ..license
-        };
-        let key = self.sign(&self.license_signer(org_id).await?, &renewed)?;
+        let signer = self.license_signer(org_id).await?;
+        let key = sign(
+            &signer,
+            id,
+            &license.product_id,
+            Some(until),
+            &license.features,
+        )?;
         self.store()
             .renew_license(org_id, id, expires_at, until, &key)
             .await
@@ -509,14 +519,30 @@ impl App {
         }
     }
 
-    /// The license of a key presented to activate or deactivate: a key that matches none is
-    /// refused as invalid input (not a key) or not found (no license of this server).
-    async fn key_holder(&self, key: &str) -> AppResult<License> {
-        match self.license_of_key(key.trim()).await? {
-            Ok(l) => Ok(l),
-            Err(Unmatched::Invalid(e)) => Err(AppError::invalid("license_key", e.to_string())),
-            Err(Unmatched::NotFound) => Err(AppError::NotFound("license")),
+    /// A device call: checks the fields (`v`), finds the license `key` names (`unmatched`
+    /// answers a key that names none), counts the call against the key's limit and runs `call`.
+    /// Returns who the key belongs to (for the audit record) beside the outcome.
+    async fn device_call<T>(
+        &self,
+        v: Validator,
+        key: &str,
+        unmatched: impl FnOnce(Unmatched) -> AppResult<T>,
+        call: impl AsyncFnOnce(License) -> AppResult<T>,
+    ) -> (Option<KeyHolder>, AppResult<T>) {
+        if let Err(e) = v.finish() {
+            return (None, Err(e.into()));
         }
+        let license = match self.license_of_key(key.trim()).await {
+            Err(e) => return (None, Err(e)),
+            Ok(Err(u)) => return (None, unmatched(u)),
+            Ok(Ok(l)) => l,
+        };
+        let holder = KeyHolder::of(&license);
+        let result = match self.count_key_call(&license.id) {
+            Ok(()) => call(license).await,
+            Err(e) => Err(e),
+        };
+        (Some(holder), result)
     }
 
     /// Activates a device (no API key: the license key is the credential). Returns who the key
@@ -532,16 +558,10 @@ impl App {
             Some(&req.device_id),
             Some(&req.hardware_fingerprint),
         );
-        if let Err(e) = v.finish() {
-            return (None, Err(e.into()));
-        }
-        let license = match self.key_holder(&req.license_key).await {
-            Ok(l) => l,
-            Err(e) => return (None, Err(e)),
-        };
-        let holder = KeyHolder::of(&license);
-        let result = self.activate(license, &req).await;
-        (Some(holder), result)
+        self.device_call(v, &req.license_key, refuse_unmatched, async |l| {
+            self.activate(l, &req).await
+        })
+        .await
     }
 
     async fn activate(
@@ -549,7 +569,6 @@ impl App {
         license: License,
         req: &ActivationRequest,
     ) -> AppResult<ActivationAnswer> {
-        self.count_key_call(&license.id)?;
         if let Some(refusal) = not_in_force(license.status) {
             return Err(refusal);
         }
@@ -605,39 +624,33 @@ impl App {
             req.device_id.as_deref(),
             req.hardware_fingerprint.as_deref(),
         );
-        if let Err(e) = v.finish() {
-            return (None, Err(e.into()));
-        }
-        let unmatched = |code, detail: String| ValidationAnswer {
-            valid: false,
-            code,
-            detail,
-            license_id: None,
-            status: None,
-            expires_at: None,
-            features: None,
-            current_activations: None,
-            max_activations: None,
-            activation_id: None,
-            license_key: None,
+        // A key that names no license is answered with its code, not refused.
+        let unmatched = |u| {
+            let (code, detail) = match u {
+                Unmatched::Invalid(e) => (ValidationCode::InvalidKey, e.to_string()),
+                Unmatched::NotFound => (
+                    ValidationCode::NotFound,
+                    "no license of this server matches the key".to_string(),
+                ),
+            };
+            Ok(ValidationAnswer {
+                valid: false,
+                code,
+                detail,
+                license_id: None,
+                status: None,
+                expires_at: None,
+                features: None,
+                current_activations: None,
+                max_activations: None,
+                activation_id: None,
+                license_key: None,
+            })
         };
-        let license = match self.license_of_key(req.license_key.trim()).await {
-            Err(e) => return (None, Err(e)),
-            Ok(Err(Unmatched::Invalid(e))) => {
-                return (
-                    None,
-                    Ok(unmatched(ValidationCode::InvalidKey, e.to_string())),
-                );
-            }
-            Ok(Err(Unmatched::NotFound)) => {
-                let detail = "no license of this server matches the key".to_string();
-                return (None, Ok(unmatched(ValidationCode::NotFound, detail)));
-            }
-            Ok(Ok(l)) => l,
-        };
-        let holder = KeyHolder::of(&license);
-        let result = self.validate(license, &req).await;
-        (Some(holder), result)
+        self.device_call(v, &req.license_key, unmatched, async |l| {
+            self.validate(l, &req).await
+        })
+        .await
     }
 
     async fn validate(
@@ -645,15 +658,8 @@ impl App {
         license: License,
         req: &ValidationRequest,
     ) -> AppResult<ValidationAnswer> {
-        self.count_key_call(&license.id)?;
-        let (mut code, mut detail) = match license.status {
-            LicenseStatus::Active => (ValidationCode::Valid, "the license is in force".to_string()),
-            LicenseStatus::Expired => (ValidationCode::Expired, "the license has expired".into()),
-            LicenseStatus::Suspended => {
-                (ValidationCode::Suspended, "the license is suspended".into())
-            }
-            LicenseStatus::Revoked => (ValidationCode::Revoked, "the license is revoked".into()),
-        };
+        let (mut code, detail) = standing(license.status);
+        let mut detail = detail.to_string();
         let mut activation_id = None;
         if let Some(device) = req.device_id.as_deref().map(str::trim) {
             match self.store().device_activation(&license.id, device).await? {
@@ -704,23 +710,13 @@ impl App {
             "activation_id",
             "is required",
         );
-        if let Err(e) = v.finish() {
-            return (None, Err(e.into()));
-        }
-        let license = match self.key_holder(&req.license_key).await {
-            Ok(l) => l,
-            Err(e) => return (None, Err(e)),
-        };
-        let holder = KeyHolder::of(&license);
-        let result = async {
-            self.count_key_call(&license.id)?;
+        self.device_call(v, &req.license_key, refuse_unmatched, async |l| {
             self.store()
-                .deactivate_license(&license.org_id, &license.id, req.activation_id.trim())
+                .deactivate_license(&l.org_id, &l.id, req.activation_id.trim())
                 .await
                 .map_err(AppError::missing("activation"))?;
             Ok(())
-        }
-        .await;
-        (Some(holder), result)
+        })
+        .await
     }
 }

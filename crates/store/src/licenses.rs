@@ -120,6 +120,21 @@ fn activation_from_row(row: &AnyRow) -> Result<Activation> {
     })
 }
 
+/// The activation of `device_id` on a license, if any.
+async fn activation_of_device(
+    conn: &mut sqlx::AnyConnection,
+    license_id: &str,
+    device_id: &str,
+) -> Result<Option<Activation>> {
+    let row =
+        sqlx::query("SELECT * FROM license_activations WHERE license_id = $1 AND device_id = $2")
+            .bind(license_id)
+            .bind(device_id)
+            .fetch_optional(conn)
+            .await?;
+    row.as_ref().map(activation_from_row).transpose()
+}
+
 async fn license_in(
     conn: &mut sqlx::AnyConnection,
     org_id: &str,
@@ -514,15 +529,7 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         let license = license_in(&mut tx, org_id, id, now).await?;
-        let existing = sqlx::query(
-            "SELECT * FROM license_activations WHERE license_id = $1 AND device_id = $2",
-        )
-        .bind(id)
-        .bind(device_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-        if let Some(row) = existing {
-            let activation = activation_from_row(&row)?;
+        if let Some(activation) = activation_of_device(&mut tx, id, device_id).await? {
             let outcome = if activation.hardware_fingerprint == fingerprint {
                 Activated::Existing(activation)
             } else {
@@ -570,14 +577,8 @@ impl Store {
         license_id: &str,
         device_id: &str,
     ) -> Result<Option<Activation>> {
-        let row = sqlx::query(
-            "SELECT * FROM license_activations WHERE license_id = $1 AND device_id = $2",
-        )
-        .bind(license_id)
-        .bind(device_id)
-        .fetch_optional(self.pool())
-        .await?;
-        row.as_ref().map(activation_from_row).transpose()
+        let mut conn = self.pool().acquire().await?;
+        activation_of_device(&mut conn, license_id, device_id).await
     }
 
     /// A license's activations, oldest first.

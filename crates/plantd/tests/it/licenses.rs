@@ -44,10 +44,15 @@ fn activation(key: &str, device_id: &str, fingerprint: &str) -> Value {
     json!({"license_key": key, "device_id": device_id, "hardware_fingerprint": fingerprint})
 }
 
-async fn public_key(app: &TestApp, key: &str) -> [u8; 32] {
+/// The organization's public key as published (PEM).
+async fn public_key_pem(app: &TestApp, key: &str) -> String {
     let view = app.get("/licenses/public-key", key).await.expect(200).json["data"].clone();
     assert_eq!(view["algorithm"], "Ed25519");
-    license_key::parse_public_key(view["public_key_pem"].as_str().unwrap()).unwrap()
+    view["public_key_pem"].as_str().unwrap().to_string()
+}
+
+async fn public_key(app: &TestApp, key: &str) -> [u8; 32] {
+    license_key::parse_public_key(&public_key_pem(app, key).await).unwrap()
 }
 
 /// Changes one character inside the key's expiry bytes (still valid base64url).
@@ -884,10 +889,7 @@ async fn the_command_line_verifies_keys_offline() {
     let key = l["license_key"].as_str().unwrap();
     let dir = plantd_test_support::temp_dir("license-verify");
     let pem_file = dir.join("plantd-license.pem");
-    let pem = app.get("/licenses/public-key", k).await.expect(200).json["data"]["public_key_pem"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let pem = public_key_pem(&app, k).await;
     std::fs::write(&pem_file, pem).unwrap();
     let run = |key: String| {
         std::process::Command::new(env!("CARGO_BIN_EXE_plantd"))
@@ -931,10 +933,7 @@ async fn python_cryptography_verifies_keys() {
     )
     .await;
     let key = l["license_key"].as_str().unwrap();
-    let pem = app.get("/licenses/public-key", k).await.expect(200).json["data"]["public_key_pem"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let pem = public_key_pem(&app, k).await;
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/interop/license_check.py");
     let expires = plantd_model::Timestamp::parse(l["expires_at"].as_str().unwrap())
