@@ -10,6 +10,7 @@ use serde::Deserialize;
 use crate::app::App;
 use crate::caller::{Caller, Credential};
 use crate::error::{AppError, AppResult};
+use crate::key_cache::Lookup;
 
 /// Largest name of a key.
 pub const MAX_KEY_NAME: usize = 200;
@@ -49,8 +50,8 @@ impl App {
         let hash = plantd_auth::hash_key(secret);
         let ttl = self.config().key_cache_ttl;
         let (key, tier) = match self.keys().get(&hash, ttl) {
-            Some(hit) => hit,
-            None => self.look_up_key(&hash).await?,
+            Ok(hit) => hit,
+            Err(lookup) => self.look_up_key(lookup, &hash).await?,
         };
         match key.status(now) {
             ApiKeyStatus::Active => Ok(Caller {
@@ -70,14 +71,15 @@ impl App {
     }
 
     /// Reads a key and its organization's tier from the store and caches them.
-    async fn look_up_key(&self, hash: &str) -> AppResult<(ApiKey, Tier)> {
+    async fn look_up_key(&self, lookup: Lookup, hash: &str) -> AppResult<(ApiKey, Tier)> {
         let key = self
             .store()
             .api_key_by_hash(hash)
             .await?
             .ok_or_else(|| AppError::Unauthenticated("unknown API key".into()))?;
         let tier = self.store().org(&key.org_id).await?.tier;
-        self.keys().put(hash.to_string(), key.clone(), tier);
+        self.keys()
+            .put(lookup, hash.to_string(), (key.clone(), tier));
         Ok((key, tier))
     }
 
@@ -139,7 +141,7 @@ impl App {
             .revoke_api_key(org_id, id)
             .await
             .map_err(AppError::missing("API key"))?;
-        self.keys().forget_key(id);
+        self.keys().forget(|_, (key, _)| key.id == id);
         Ok(())
     }
 
@@ -167,7 +169,7 @@ impl App {
             .rotate_api_key(org_id, id, &secret.display_prefix, &secret.hash)
             .await
             .map_err(AppError::missing("API key"))?;
-        self.keys().forget_key(id);
+        self.keys().forget(|_, (key, _)| key.id == id);
         Ok(KeyWithSecret {
             key,
             secret: secret.secret,

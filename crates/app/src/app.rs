@@ -9,7 +9,9 @@
 //! - the event bus and the alert engine: intake publishes and evaluates, the live stream and
 //!   the delivery worker subscribe.
 
-use plantd_model::Timestamp;
+use plantd_model::api_key::ApiKey;
+use plantd_model::license::{Activation, License};
+use plantd_model::{Tier, Timestamp};
 use plantd_store::Store;
 use plantd_tsdb::Tsdb;
 use std::sync::Arc;
@@ -17,7 +19,7 @@ use std::sync::Arc;
 use crate::alert_engine::AlertEngine;
 use crate::config::AppConfig;
 use crate::events::EventBus;
-use crate::key_cache::KeyCache;
+use crate::key_cache::TrustCache;
 use crate::key_ring::KeyRing;
 use crate::rate_limit::RateLimiter;
 use crate::usage::RequestCounter;
@@ -33,7 +35,9 @@ struct Inner {
     tsdb: Tsdb,
     config: AppConfig,
     limiter: RateLimiter,
-    keys: KeyCache,
+    keys: TrustCache<(ApiKey, Tier)>,
+    licenses: TrustCache<(License, String)>,
+    activations: TrustCache<Activation>,
     key_ring: KeyRing,
     usage: RequestCounter,
     workers: WorkerBoard,
@@ -50,7 +54,9 @@ impl App {
                 store,
                 config,
                 limiter: RateLimiter::new(),
-                keys: KeyCache::default(),
+                keys: TrustCache::default(),
+                licenses: TrustCache::default(),
+                activations: TrustCache::default(),
                 key_ring: KeyRing::default(),
                 usage: RequestCounter::default(),
                 workers: WorkerBoard::default(),
@@ -100,8 +106,19 @@ impl App {
         &self.inner.tsdb
     }
 
-    pub(crate) fn keys(&self) -> &KeyCache {
+    /// API keys by the hash of their secret, with their organization's tier.
+    pub(crate) fn keys(&self) -> &TrustCache<(ApiKey, Tier)> {
         &self.inner.keys
+    }
+
+    /// Licenses by id, with their organization's public key (hex).
+    pub(crate) fn license_cache(&self) -> &TrustCache<(License, String)> {
+        &self.inner.licenses
+    }
+
+    /// Activations by `license id/device id`.
+    pub(crate) fn activation_cache(&self) -> &TrustCache<Activation> {
+        &self.inner.activations
     }
 
     pub(crate) fn key_ring(&self) -> &KeyRing {

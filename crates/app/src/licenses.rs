@@ -357,7 +357,7 @@ impl App {
         event: EventType,
         verb: &str,
     ) -> AppResult<License> {
-        match self
+        let moved = match self
             .store()
             .set_license_status(org_id, id, from, to, event)
             .await
@@ -366,7 +366,37 @@ impl App {
                 Err(AppError::Conflict(format!("cannot {verb}: {state}")))
             }
             other => other.map_err(AppError::missing("license")),
+        };
+        self.forget_license(id);
+        moved
+    }
+
+    /// A device's activation of a license, kept for a while once found. A device without one
+    /// is looked up each time, so that an activation made on another node counts at once.
+    async fn device_activation(
+        &self,
+        license_id: &str,
+        device: &str,
+    ) -> AppResult<Option<Activation>> {
+        let key = format!("{license_id}/{device}");
+        let lookup = match self
+            .activation_cache()
+            .get(&key, self.config().key_cache_ttl)
+        {
+            Ok(activation) => return Ok(Some(activation)),
+            Err(lookup) => lookup,
+        };
+        let found = self.store().device_activation(license_id, device).await?;
+        if let Some(a) = &found {
+            self.activation_cache().put(lookup, key, a.clone());
         }
+        Ok(found)
+    }
+
+    /// Forgets what this node keeps of a license and its activations, after a change to them.
+    fn forget_license(&self, id: &str) {
+        self.license_cache().forget(|k, _| k == id);
+        self.activation_cache().forget(|_, a| a.license_id == id);
     }
 
     /// Suspends an active (or expired) license: devices are refused until it is reinstated.
@@ -445,10 +475,13 @@ impl App {
             Some(until),
             &license.features,
         )?;
-        self.store()
+        let renewed = self
+            .store()
             .renew_license(org_id, id, expires_at, until, &key)
             .await
-            .map_err(AppError::missing("license"))
+            .map_err(AppError::missing("license"));
+        self.forget_license(id);
+        renewed
     }
 
     /// Frees an activation's slot (an administrator's call).
@@ -459,10 +492,13 @@ impl App {
         d: Deactivation,
     ) -> AppResult<License> {
         self.license(org_id, id).await?;
-        self.store()
+        let freed = self
+            .store()
             .deactivate_license(org_id, id, d.activation_id.trim())
             .await
-            .map_err(AppError::missing("activation"))
+            .map_err(AppError::missing("activation"));
+        self.forget_license(id);
+        freed
     }
 
     /// The license a key names: its current key, or an earlier one (before a renewal) whose
@@ -473,9 +509,21 @@ impl App {
             Err(e) => return Ok(Err(Unmatched::Invalid(e))),
         };
         let id = unverified.claims.license_id.to_string();
-        let Some((license, public_hex)) = self.store().license_for_key(&id).await? else {
-            return Ok(Err(Unmatched::NotFound));
+        let ttl = self.config().key_cache_ttl;
+        let (mut license, public_hex) = match self.license_cache().get(&id, ttl) {
+            Ok(hit) => hit,
+            Err(lookup) => match self.store().license_for_key(&id).await? {
+                Some(found) => {
+                    self.license_cache().put(lookup, id, found.clone());
+                    found
+                }
+                None => return Ok(Err(Unmatched::NotFound)),
+            },
         };
+        // A license kept for a while may have reached its expiry since.
+        license.status = license
+            .status
+            .effective(license.expires_at, Timestamp::now());
         // The license's current key was signed here: the same text needs no signature check
         // (compared as digests, so the comparison's time tells nothing of the stored key).
         if Sha256::digest(key.as_bytes()) == Sha256::digest(license.license_key.as_bytes()) {
@@ -582,13 +630,21 @@ impl App {
             )
             .await?;
         let (activation, existing) = match outcome {
-            Activated::New(a) => (a, false),
+            Activated::New(a) => {
+                self.forget_license(&license.id);
+                (a, false)
+            }
             Activated::Existing(a) => (a, true),
             Activated::FingerprintMismatch => {
                 return Err(AppError::Refused {
                     code: "fingerprint_mismatch",
                     message: "this device is activated with another hardware fingerprint; deactivate it first".into(),
                 });
+            }
+            Activated::NotInForce => {
+                return Err(not_in_force(license.status).unwrap_or_else(|| {
+                    AppError::Conflict(format!("the license is {}", license.status.as_str()))
+                }));
             }
             Activated::Full => {
                 return Err(AppError::Refused {
@@ -662,7 +718,7 @@ impl App {
         let mut detail = detail.to_string();
         let mut activation_id = None;
         if let Some(device) = req.device_id.as_deref().map(str::trim) {
-            match self.store().device_activation(&license.id, device).await? {
+            match self.device_activation(&license.id, device).await? {
                 None if code.is_valid() => {
                     code = ValidationCode::NotActivatedOnDevice;
                     detail = format!("the license is not activated on device '{device}'");
@@ -711,11 +767,13 @@ impl App {
             "is required",
         );
         self.device_call(v, &req.license_key, refuse_unmatched, async |l| {
-            self.store()
+            let freed = self
+                .store()
                 .deactivate_license(&l.org_id, &l.id, req.activation_id.trim())
                 .await
-                .map_err(AppError::missing("activation"))?;
-            Ok(())
+                .map_err(AppError::missing("activation"));
+            self.forget_license(&l.id);
+            freed.map(|_| ())
         })
         .await
     }

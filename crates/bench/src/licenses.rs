@@ -21,7 +21,7 @@ pub(crate) async fn run(o: &Options) -> Result<()> {
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     println!(
-        "each validation: the key's license read, the key compared with its current one (an older key's Ed25519 signature checked), the per-address and per-key limits counted, its audit record committed\n"
+        "each validation: the key's license looked up (kept for up to 10 s, as API keys are), the key compared with its current one (an older key's Ed25519 signature checked), the per-address and per-key limits counted, its audit record committed\n"
     );
     println!(
         "{:<11} {:<52} {:>9} {:>9} {:>8} {:>8} {:>6}",

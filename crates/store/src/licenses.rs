@@ -54,6 +54,8 @@ pub enum Activated {
     FingerprintMismatch,
     /// Every slot is taken.
     Full,
+    /// The license is expired, suspended or revoked (its status is the license's).
+    NotInForce,
 }
 
 const LICENSE_COLUMNS: &str = "l.*, (SELECT COUNT(*) FROM license_activations a WHERE a.license_id = l.id) AS current_activations";
@@ -529,6 +531,10 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         let license = license_in(&mut tx, org_id, id, now).await?;
+        // Read under the lock: a suspension committed a moment ago counts.
+        if license.status != LicenseStatus::Active {
+            return Ok((Activated::NotInForce, license));
+        }
         if let Some(activation) = activation_of_device(&mut tx, id, device_id).await? {
             let outcome = if activation.hardware_fingerprint == fingerprint {
                 Activated::Existing(activation)

@@ -294,7 +294,8 @@ async fn alerts_with_and_without_numbers_alternate() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_activations_never_exceed_the_slots() {
     use crate::{Activated, NewLicense, ProductFields};
-    use plantd_model::license::LicenseType;
+    use plantd_model::event::EventType;
+    use plantd_model::license::{LicenseStatus, LicenseType};
     let (url, dir) = fresh_database().await;
     let store = Store::connect(&url).await.unwrap();
     let org = store.create_org("O", Tier::Trial).await.unwrap();
@@ -352,6 +353,23 @@ async fn concurrent_activations_never_exceed_the_slots() {
     assert_eq!(new, 3);
     let read = store.license(&org.id, &license.id).await.unwrap();
     assert_eq!(read.current_activations, 3);
+
+    // The status is read under the lock too: once the license is suspended, no device activates.
+    store
+        .set_license_status(
+            &org.id,
+            &license.id,
+            &[LicenseStatus::Active],
+            LicenseStatus::Suspended,
+            EventType::LicenseSuspended,
+        )
+        .await
+        .unwrap();
+    let (outcome, _) = store
+        .activate_license(&org.id, &license.id, "gw-new", "fp")
+        .await
+        .unwrap();
+    assert!(matches!(outcome, Activated::NotInForce), "{outcome:?}");
     if let Some(d) = dir {
         let _ = std::fs::remove_dir_all(d);
     }

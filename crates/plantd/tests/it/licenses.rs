@@ -325,6 +325,9 @@ async fn activation_validation_and_deactivation() {
     )
     .await;
     assert_eq!(fp["code"], "FINGERPRINT_MISMATCH");
+    // The server keeps what it looked up (docs/api.md): a change is seen at once all the same.
+    let two = json!({"license_key": key, "device_id": "gw-2"});
+    assert_eq!(validate(&app, two.clone()).await["code"], "VALID");
 
     // Deactivation frees a slot: by an administrator, and by the device with its key.
     let freed = app
@@ -336,6 +339,11 @@ async fn activation_validation_and_deactivation() {
         .await
         .expect(200);
     assert_eq!(freed.json["data"]["current_activations"], 1);
+    let gone = validate(&app, two).await;
+    assert_eq!(
+        (gone["code"].as_str(), gone["current_activations"].as_i64()),
+        (Some("NOT_ACTIVATED_ON_DEVICE"), Some(1))
+    );
     app.post(
         &format!("/licenses/{lid}/deactivate"),
         k,
@@ -346,6 +354,8 @@ async fn activation_validation_and_deactivation() {
     let c = device(&app, "/licenses/activate", activation(&key, "gw-3", "fp-3"))
         .await
         .expect(201);
+    let three = json!({"license_key": key, "device_id": "gw-3"});
+    assert_eq!(validate(&app, three.clone()).await["code"], "VALID");
     device(
         &app,
         "/licenses/deactivate",
@@ -353,6 +363,10 @@ async fn activation_validation_and_deactivation() {
     )
     .await
     .expect(204);
+    assert_eq!(
+        validate(&app, three).await["code"],
+        "NOT_ACTIVATED_ON_DEVICE"
+    );
     let activations = app
         .get(&format!("/licenses/{lid}/activations"), k)
         .await
@@ -459,6 +473,10 @@ async fn states_renewal_and_expiry() {
     device(&app, "/licenses/activate", activation(&key, "gw-1", "fp"))
         .await
         .expect(201);
+    assert_eq!(
+        validate(&app, json!({"license_key": key})).await["code"],
+        "VALID"
+    );
 
     let s = app
         .post(&format!("/licenses/{lid}/suspend"), k, json!({}))
@@ -524,7 +542,8 @@ async fn states_renewal_and_expiry() {
         .await
         .expect(400);
 
-    // Expiry: the test moves the license's end into the past, as time would.
+    // Expiry: the test moves the license's end into the past, as time would. (Nothing has
+    // validated since the renewal forgot the license, so the server keeps no earlier end.)
     sqlx::query("UPDATE licenses SET expires_at = $1 WHERE id = $2")
         .bind(plantd_model::Timestamp::now().millis() - 1000)
         .bind(&lid)
