@@ -169,11 +169,8 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Columns> {
             Ok(c)
         }
         PCO => {
-            let len = r.u32()? as usize;
-            let ts: Vec<i64> = pco::standalone::simple_decompress(r.take(len)?).map_err(codec)?;
-            let len = r.u32()? as usize;
-            let values: Vec<f64> =
-                pco::standalone::simple_decompress(r.take(len)?).map_err(codec)?;
+            let ts: Vec<i64> = pco::standalone::simple_decompress(r.part()?).map_err(codec)?;
+            let values: Vec<f64> = pco::standalone::simple_decompress(r.part()?).map_err(codec)?;
             let quality: Vec<i16> = if r.0.is_empty() {
                 vec![0; n]
             } else {
@@ -192,10 +189,11 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Columns> {
     }
 }
 
-struct Reader<'a>(&'a [u8]);
+/// Reads a block's bytes front to back (shared with the packed minutes of `rollups.rs`).
+pub(crate) struct Reader<'a>(pub(crate) &'a [u8]);
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8]> {
         if self.0.len() < n {
             return Err(corrupt("block shorter than its header says"));
         }
@@ -203,9 +201,14 @@ impl<'a> Reader<'a> {
         self.0 = rest;
         Ok(head)
     }
-    fn u32(&mut self) -> Result<u32> {
+    pub(crate) fn u32(&mut self) -> Result<u32> {
         let b = self.take(4)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    /// A part prefixed with its length (u32).
+    pub(crate) fn part(&mut self) -> Result<&'a [u8]> {
+        let len = self.u32()? as usize;
+        self.take(len)
     }
 }
 
@@ -215,11 +218,11 @@ fn word(b: &[u8]) -> [u8; 8] {
     w
 }
 
-fn codec(e: pco::errors::PcoError) -> TsdbError {
+pub(crate) fn codec(e: pco::errors::PcoError) -> TsdbError {
     TsdbError::Block(e.to_string())
 }
 
-fn corrupt(what: &str) -> TsdbError {
+pub(crate) fn corrupt(what: &str) -> TsdbError {
     TsdbError::Block(what.to_string())
 }
 

@@ -16,6 +16,10 @@ use crate::sql::{Statement, cached_sql, value_rows};
 /// The time window of a block.
 pub(crate) const WINDOW: i64 = HOUR;
 
+/// A window is closed this long after its end (late points after that reopen it: they are
+/// merged at the next pass); the minute rollups of its hour are packed then too.
+pub(crate) const GRACE: i64 = 60_000;
+
 pub(crate) fn window_of(t: i64) -> i64 {
     floor_to(t, WINDOW)
 }

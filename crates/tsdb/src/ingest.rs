@@ -10,7 +10,8 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use crate::block::Columns;
 use crate::blocks::{self, NewBlock};
 use crate::error::{Result, TsdbError};
-use crate::levels::{LEVELS, floor_to, runs};
+use crate::levels::{BucketStats, HOUR, LEVELS, MINUTE, floor_to, runs};
+use crate::rollups::{self, DELTAS_PER_STATEMENT, write_buckets};
 use crate::sql::{Statement, cached_sql, value_rows};
 use crate::state::{SeriesEntry, SeriesKey, Shared};
 use std::sync::Arc;
@@ -18,39 +19,9 @@ use tokio::sync::oneshot;
 
 /// Ranges per rollup statement (3 parameters each).
 const RANGES_PER_STATEMENT: usize = 300;
-/// Bucket deltas per statement (6 parameters each).
-const DELTAS_PER_STATEMENT: usize = 150;
 
 /// A raw point as written: ((series, ts), (value, quality)).
 type RawPoint = ((i64, i64), (f64, i16));
-
-/// What new points add to a bucket.
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct Delta {
-    count: i64,
-    sum: f64,
-    min: f64,
-    max: f64,
-}
-
-impl Delta {
-    fn of(v: f64) -> Self {
-        Delta {
-            count: 1,
-            sum: v,
-            min: v,
-            max: v,
-        }
-    }
-    fn merge(self, o: Delta) -> Self {
-        Delta {
-            count: self.count + o.count,
-            sum: self.sum + o.sum,
-            min: self.min.min(o.min),
-            max: self.max.max(o.max),
-        }
-    }
-}
 
 /// Writes the group's rows (sorted by series and time, without repeats) into blocks and returns
 /// the keys that replaced a stored point.
@@ -109,56 +80,6 @@ async fn write_blocks(
     }
     blocks::insert(tx, sqlite, &new_blocks).await?;
     Ok(replaced)
-}
-
-/// Adds deltas to `level` buckets (creating them when new), or with `overwrite` sets them.
-async fn write_buckets(
-    tx: &mut plantd_store::WriteTx,
-    sqlite: bool,
-    level: i16,
-    deltas: &[(i64, i64, Delta)],
-    overwrite: bool,
-) -> Result<()> {
-    let sql = cached_sql(
-        Statement::AddDeltas,
-        i64::from(level) * 2 + i64::from(overwrite),
-        sqlite,
-        deltas.len(),
-        || {
-            let values = value_rows(sqlite, deltas.len(), 6, &format!("{level}, "), false);
-            let (least, greatest) = if sqlite {
-                ("MIN", "MAX")
-            } else {
-                ("LEAST", "GREATEST")
-            };
-            let set = if overwrite {
-                "count = excluded.count, sum = excluded.sum, min = excluded.min, max = excluded.max"
-                    .to_string()
-            } else {
-                format!(
-                    "count = telemetry_rollup.count + excluded.count, \
-                     sum = telemetry_rollup.sum + excluded.sum, min = {least}(telemetry_rollup.min, excluded.min), \
-                     max = {greatest}(telemetry_rollup.max, excluded.max)"
-                )
-            };
-            format!(
-                "INSERT INTO telemetry_rollup (level, series_id, bucket, count, sum, min, max) VALUES {values} \
-             ON CONFLICT (level, series_id, bucket) DO UPDATE SET {set}"
-            )
-        },
-    );
-    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-    for (s, b, d) in deltas {
-        q = q
-            .bind(*s)
-            .bind(*b)
-            .bind(d.count)
-            .bind(d.sum)
-            .bind(d.min)
-            .bind(d.max);
-    }
-    q.execute(&mut **tx).await?;
-    Ok(())
 }
 
 /// One batch waiting for the writer, with where to send its outcome.
@@ -281,17 +202,23 @@ async fn run_writer(shared: Arc<Shared>, mut rx: tokio::sync::mpsc::Receiver<Job
 
 /// Bucket aggregates of one level, sorted by (series, bucket): `None` where a point was
 /// replaced (the bucket is recomputed from the level below), else what the new points add.
-type Buckets = Vec<(i64, i64, Option<Delta>)>;
+type Buckets = Vec<(i64, i64, Option<BucketStats>)>;
 
 /// Groups sorted (series, time, delta) entries into buckets of `width`, in one pass.
-fn bucketize(entries: impl Iterator<Item = (i64, i64, Option<Delta>)>, width: i64) -> Buckets {
+fn bucketize(
+    entries: impl Iterator<Item = (i64, i64, Option<BucketStats>)>,
+    width: i64,
+) -> Buckets {
     let mut out: Buckets = Vec::new();
     for (s, t, d) in entries {
         let b = floor_to(t, width);
         match out.last_mut() {
             Some((ls, lb, acc)) if *ls == s && *lb == b => {
                 *acc = match (*acc, d) {
-                    (Some(a), Some(d)) => Some(a.merge(d)),
+                    (Some(mut a), Some(d)) => {
+                        a.merge(d);
+                        Some(a)
+                    }
                     _ => None,
                 };
             }
@@ -439,14 +366,24 @@ impl Shared {
         let mut below: Buckets = rows
             .iter()
             .map(|((s, t), (v, _))| {
-                let delta = (!replaced.contains(&(*s, *t))).then(|| Delta::of(*v));
+                let delta = (!replaced.contains(&(*s, *t))).then(|| BucketStats::of(*v));
                 (*s, *t, delta)
             })
             .collect();
         let mut source_width = 1;
         for (level, width) in LEVELS {
             let buckets = bucketize(below.iter().copied(), width);
-            let deltas: Vec<(i64, i64, Delta)> = buckets
+            if width == MINUTE {
+                // Packed hours these minutes fall in become rows again before they change.
+                let hours: Vec<(i64, i64)> = buckets
+                    .iter()
+                    .map(|(s, b, _)| (*s, floor_to(*b, HOUR)))
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .collect();
+                rollups::unpack(&mut tx, sqlite, &hours).await?;
+            }
+            let deltas: Vec<(i64, i64, BucketStats)> = buckets
                 .iter()
                 .filter_map(|(s, b, d)| d.map(|d| (*s, *b, d)))
                 .collect();
@@ -531,14 +468,14 @@ async fn recompute_from_points(
     width: i64,
     ranges: &[(i64, i64, i64)],
 ) -> Result<()> {
-    let mut buckets: Vec<(i64, i64, Delta)> = Vec::new();
+    let mut buckets: Vec<(i64, i64, BucketStats)> = Vec::new();
     for (s, lo, hi) in ranges {
         let points = blocks::points(tx, *s, *lo, *hi).await?;
         let entries = points
             .ts
             .iter()
             .zip(&points.values)
-            .map(|(t, v)| (*s, *t, Some(Delta::of(*v))));
+            .map(|(t, v)| (*s, *t, Some(BucketStats::of(*v))));
         buckets.extend(
             bucketize(entries, width)
                 .into_iter()

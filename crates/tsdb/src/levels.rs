@@ -1,4 +1,6 @@
-//! Rollup levels and bucket arithmetic.
+//! Rollup levels, bucket arithmetic and what a bucket holds.
+
+use plantd_model::telemetry::Aggregation;
 
 pub const MINUTE: i64 = 60_000;
 pub const HOUR: i64 = 3_600_000;
@@ -23,6 +25,46 @@ pub(crate) fn runs(buckets: &[i64], width: i64) -> Vec<(i64, i64)> {
         }
     }
     out
+}
+
+/// What a bucket of one series holds: its points' count, sum, minimum and maximum.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BucketStats {
+    pub count: i64,
+    pub sum: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl BucketStats {
+    /// One point's bucket.
+    pub(crate) fn of(v: f64) -> Self {
+        BucketStats {
+            count: 1,
+            sum: v,
+            min: v,
+            max: v,
+        }
+    }
+    pub(crate) fn merge(&mut self, o: BucketStats) {
+        if self.count == 0 {
+            *self = o;
+        } else if o.count > 0 {
+            self.count += o.count;
+            self.sum += o.sum;
+            self.min = self.min.min(o.min);
+            self.max = self.max.max(o.max);
+        }
+    }
+    pub fn value(self, agg: Aggregation) -> f64 {
+        match agg {
+            Aggregation::Avg => self.sum / self.count as f64,
+            Aggregation::Min => self.min,
+            Aggregation::Max => self.max,
+            Aggregation::Sum => self.sum,
+            Aggregation::Count => self.count as f64,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ mod latest;
 mod levels;
 mod query;
 mod retention;
+mod rollups;
 mod seal;
 mod sql;
 mod state;
@@ -24,8 +25,8 @@ mod upgrade;
 
 pub use error::{Result, TsdbError};
 pub use latest::LatestValue;
-pub use levels::{DAY, HOUR, MINUTE};
-pub use query::{AggregatedRow, Bucket, BucketStats, RawRow, TelemetryFilter};
+pub use levels::{BucketStats, DAY, HOUR, MINUTE};
+pub use query::{AggregatedRow, Bucket, RawRow, TelemetryFilter};
 pub use retention::{Retention, RetentionReport};
 pub use storage::{BLOCK_ROW_BYTES, RAW_POINT_BYTES, ROLLUP_ROW_BYTES, over_quota};
 pub use tsdb::Tsdb;

@@ -10,7 +10,8 @@ use std::collections::HashMap;
 
 use crate::blocks::{self, window_of};
 use crate::error::Result;
-use crate::levels::{LEVELS, floor_to};
+use crate::levels::{BucketStats, HOUR, LEVELS, floor_to};
+use crate::rollups;
 
 /// Which series and time range a query covers: `[start, end)`.
 #[derive(Clone, Debug)]
@@ -59,15 +60,6 @@ fn series_where(org_id: &str, f: &TelemetryFilter, first: usize) -> (String, Vec
     (sql, args)
 }
 
-/// What a bucket of one series holds: its points' count, sum, minimum and maximum.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct BucketStats {
-    pub count: i64,
-    pub sum: f64,
-    pub min: f64,
-    pub max: f64,
-}
-
 /// One series' bucket.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Bucket {
@@ -76,28 +68,6 @@ pub struct Bucket {
     /// Start of the bucket (of the range when no width was asked).
     pub start: Timestamp,
     pub stats: BucketStats,
-}
-
-impl BucketStats {
-    fn merge(&mut self, o: BucketStats) {
-        if self.count == 0 {
-            *self = o;
-        } else if o.count > 0 {
-            self.count += o.count;
-            self.sum += o.sum;
-            self.min = self.min.min(o.min);
-            self.max = self.max.max(o.max);
-        }
-    }
-    pub fn value(self, agg: Aggregation) -> f64 {
-        match agg {
-            Aggregation::Avg => self.sum / self.count as f64,
-            Aggregation::Min => self.min,
-            Aggregation::Max => self.max,
-            Aggregation::Sum => self.sum,
-            Aggregation::Count => self.count as f64,
-        }
-    }
 }
 
 /// A part of the range answered by one level: `None` is raw points.
@@ -408,12 +378,7 @@ impl Queries<'_> {
                         merged
                             .entry((asset.clone(), tag.clone(), b))
                             .or_default()
-                            .merge(BucketStats {
-                                count: 1,
-                                sum: *v,
-                                min: *v,
-                                max: *v,
-                            });
+                            .merge(BucketStats::of(*v));
                     }
                 }
                 continue;
@@ -457,6 +422,35 @@ impl Queries<'_> {
                     },
                 );
                 merged.entry(key).or_default().merge(part);
+            }
+            if level == 1 {
+                // Closed hours' minutes are packed, a block per series and hour.
+                let sql = format!(
+                    "SELECT s.asset_id, s.tag_name, b.data FROM telemetry_minute_block b \
+                     JOIN telemetry_series s ON s.id = b.series_id \
+                     WHERE b.hour >= $1 AND b.hour < $2 AND {series}"
+                );
+                let mut q = sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(floor_to(piece.lo, HOUR))
+                    .bind(piece.hi);
+                for a in &args {
+                    q = q.bind(a.clone());
+                }
+                for r in q.fetch_all(self.0).await? {
+                    let (asset, tag): (String, String) =
+                        (r.try_get("asset_id")?, r.try_get("tag_name")?);
+                    let data: Vec<u8> = r.try_get("data")?;
+                    for (start, d) in rollups::decode(&data)? {
+                        if start < piece.lo || start >= piece.hi {
+                            continue;
+                        }
+                        let b = bucket.map_or(f.start.millis(), |w| floor_to(start, w));
+                        merged
+                            .entry((asset.clone(), tag.clone(), b))
+                            .or_default()
+                            .merge(d);
+                    }
+                }
             }
         }
         let mut rows: Vec<Bucket> = merged

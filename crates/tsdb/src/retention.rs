@@ -1,5 +1,5 @@
-//! Retention per level: raw points, minute, hour and day rollups are deleted once older than
-//! their configured age (defaults of SPEC 8.6 for the edge: 7 days, 30 days, 365 days, 5 years).
+//! Retention per level: raw points, minute (rows and packed hours), hour and day rollups are
+//! deleted once older than their configured age (defaults of SPEC 8.6 for the edge: 7 days, 30 days, 365 days, 5 years).
 
 use plantd_model::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -9,7 +9,8 @@ use plantd_store::{Backend, Store};
 
 use crate::blocks::{self, NewBlock};
 use crate::error::Result;
-use crate::levels::{DAY, LEVELS};
+use crate::levels::{DAY, LEVELS, MINUTE};
+use crate::rollups;
 use crate::storage::StorageUsage;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -122,15 +123,19 @@ pub(crate) async fn enforce(
                 .into_iter()
                 .zip([r.minute_days, r.hour_days, r.day_days])
         {
+            let before = cutoff(days) - width + 1;
             report.rollups_deleted += sqlx::query(
                 "DELETE FROM telemetry_rollup WHERE level = $1 AND series_id = $2 AND bucket < $3",
             )
             .bind(level)
             .bind(id)
-            .bind(cutoff(days) - width + 1)
+            .bind(before)
             .execute(&mut *tx)
             .await?
             .rows_affected();
+            if width == MINUTE {
+                report.rollups_deleted += rollups::delete_before(&mut tx, id, before).await?;
+            }
         }
         tx.commit().await?;
     }

@@ -2,20 +2,17 @@
 //! merged per series and window into one compressed block once the window is closed, and earlier
 //! when an open window has gathered [`OPEN_WINDOW_BLOCKS`] of them, so that reads stay a few
 //! blocks per window. Sealing changes no point, so rollups, latest values and everything read are
-//! the same before and after.
+//! the same before and after. The same pass packs closed hours' minute rollups (`rollups.rs`).
 
 use plantd_store::{Backend, Store};
 use sqlx::Row;
 use std::sync::Arc;
 
 use crate::block;
-use crate::blocks::{self, NewBlock, WINDOW, window_of};
+use crate::blocks::{self, GRACE, NewBlock, WINDOW, window_of};
 use crate::error::Result;
 use crate::state::Shared;
 
-/// A window is closed this long after its end (late points after that reopen it: they are
-/// merged at the next pass).
-pub(crate) const GRACE: i64 = 60_000;
 /// Head blocks an open window gathers before they are merged.
 pub(crate) const OPEN_WINDOW_BLOCKS: usize = 32;
 /// Windows sealed per transaction, so that ingest waits for the write lock only briefly.
@@ -39,7 +36,8 @@ pub(crate) async fn run(shared: Arc<Shared>) {
     }
 }
 
-/// Seals every window that is due at `now`; returns how many windows were rewritten.
+/// Seals every window that is due at `now` and packs the minute rollups of the closed hours;
+/// returns how many windows and hours were rewritten.
 pub(crate) async fn seal_pending(store: &Store, now: i64) -> Result<usize> {
     let sqlite = store.backend() == Backend::Sqlite;
     let mut sealed = 0;
@@ -86,6 +84,8 @@ pub(crate) async fn seal_pending(store: &Store, now: i64) -> Result<usize> {
             break;
         }
     }
+    // The closed hours' minute rollups, packed the same way.
+    sealed += crate::rollups::pack_due(store, now).await?;
     if sealed > 0 && sqlite {
         // Give the pages of the merged head blocks back to the file system (a file created
         // with auto_vacuum; a no-op on older files, whose free pages are reused instead).

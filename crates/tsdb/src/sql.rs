@@ -11,6 +11,7 @@ pub(crate) enum Statement {
     Recompute,
     InsertBlocks,
     ProbeNewest,
+    ProbeMinutes,
 }
 
 /// The text of a bulk statement, built on first use and then copied from a cache (formatting

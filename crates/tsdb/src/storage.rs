@@ -1,7 +1,7 @@
 //! Storage used per organization, for the tier's storage quota (SPEC 8.3): the bytes of its
-//! blocks plus [`BLOCK_ROW_BYTES`] per block and [`ROLLUP_ROW_BYTES`] per rollup row (key and
-//! index overhead on either engine), read from the database when first needed and by the
-//! retention job, and grown by every ingest in between by [`RAW_POINT_BYTES`] per point (a
+//! blocks and packed minute hours plus [`BLOCK_ROW_BYTES`] per such row and [`ROLLUP_ROW_BYTES`]
+//! per rollup row (key and index overhead on either engine), read from the database when first
+//! needed and by the retention job, and grown by every ingest in between by [`RAW_POINT_BYTES`] per point (a
 //! point's size before its block is compressed: the estimate errs towards refusing early).
 
 use sqlx::Row;
@@ -83,6 +83,17 @@ async fn count(pool: &sqlx::AnyPool, org_id: &str) -> Result<u64> {
     .fetch_one(pool)
     .await?;
     let (rows, bytes): (i64, i64) = (blocks.try_get("n")?, blocks.try_get("bytes")?);
+    let minutes = sqlx::query(
+        "SELECT COUNT(*) AS n, CAST(COALESCE(SUM(LENGTH(b.data)), 0) AS BIGINT) AS bytes \
+         FROM telemetry_minute_block b JOIN telemetry_series s ON s.id = b.series_id WHERE s.org_id = $1",
+    )
+    .bind(org_id)
+    .fetch_one(pool)
+    .await?;
+    let (rows, bytes): (i64, i64) = (
+        rows + minutes.try_get::<i64, _>("n")?,
+        bytes + minutes.try_get::<i64, _>("bytes")?,
+    );
     let rollups: i64 = sqlx::query(
         "SELECT COUNT(*) AS n FROM telemetry_rollup r JOIN telemetry_series s ON s.id = r.series_id WHERE s.org_id = $1",
     )

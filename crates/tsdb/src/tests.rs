@@ -72,6 +72,36 @@ async fn block_count(store: &Store) -> (i64, i64) {
     (row.try_get("n").unwrap(), row.try_get("head").unwrap())
 }
 
+/// Minute rollups stored: (packed hours, minute rows, minutes in the packed hours).
+async fn minute_state(store: &Store) -> (i64, i64, i64) {
+    use sqlx::Row;
+    let row = sqlx::query(
+        "SELECT (SELECT COUNT(*) FROM telemetry_minute_block) AS blocks, \
+         (SELECT COUNT(*) FROM telemetry_rollup WHERE level = 1) AS rows, \
+         (SELECT CAST(COALESCE(SUM(minutes), 0) AS BIGINT) FROM telemetry_minute_block) AS minutes",
+    )
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    (
+        row.try_get("blocks").unwrap(),
+        row.try_get("rows").unwrap(),
+        row.try_get("minutes").unwrap(),
+    )
+}
+
+/// The bytes of the packed minute blocks.
+async fn packed_minute_bytes(store: &Store) -> u64 {
+    use sqlx::Row;
+    let row = sqlx::query(
+        "SELECT CAST(COALESCE(SUM(LENGTH(data)), 0) AS BIGINT) AS n FROM telemetry_minute_block",
+    )
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    row.try_get::<i64, _>("n").unwrap() as u64
+}
+
 /// Every raw point of asset `P` in the range, through the paged query and through the export's
 /// reads, is `expected` there, bit for bit.
 async fn assert_raw_equals(
@@ -177,6 +207,8 @@ async fn rollups_are_exact_under_late_out_of_order_and_replaced_points() {
         (4, 0),
         "one sealed block per hour"
     );
+    let minutes = minute_state(&_store).await;
+    assert_eq!((minutes.0, minutes.1), (4, 0), "minutes packed per hour");
     assert_raw_equals(&tsdb, &org, &expected, b, b + 2 * DAY).await;
     // Replace every 13th point, late, with a new value: the sealed blocks are rewritten.
     let replaced: Vec<(i64, f64)> = times
@@ -189,6 +221,8 @@ async fn rollups_are_exact_under_late_out_of_order_and_replaced_points() {
         .await
         .unwrap();
     assert_raw_equals(&tsdb, &org, &expected, b, b + 2 * DAY).await;
+    // The packed hours the replacements touched were unpacked (until the sealer packs them again).
+    assert_aggregates_exact(&tsdb, &org, &expected, b).await;
     // One more point between stored ones, in a window of its own neighbours, then sealing again.
     let between = b + 23 * HOUR + 10_001;
     expected.insert(between, -1.5);
@@ -197,8 +231,18 @@ async fn rollups_are_exact_under_late_out_of_order_and_replaced_points() {
         .unwrap();
     tsdb.seal().await.unwrap();
     assert_eq!(block_count(&_store).await, (4, 0));
+    let minutes = minute_state(&_store).await;
+    assert_eq!((minutes.0, minutes.1), (4, 0), "minutes packed again");
     assert_raw_equals(&tsdb, &org, &expected, b, b + 2 * DAY).await;
+    assert_aggregates_exact(&tsdb, &org, &expected, b).await;
+    if let Some(d) = dir {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
 
+/// Every aggregation at every interval over whole, ragged and wide ranges of asset `P` (written
+/// around `b + 22 h`) is what the `expected` points give.
+async fn assert_aggregates_exact(tsdb: &Tsdb, org: &str, expected: &BTreeMap<i64, f64>, b: i64) {
     let ranges = [
         (b + 22 * HOUR, b + 26 * HOUR),
         // Ragged edges: the middle from coarse rollups, the ends from finer levels.
@@ -223,7 +267,7 @@ async fn rollups_are_exact_under_late_out_of_order_and_replaced_points() {
                 Aggregation::Sum,
                 Aggregation::Count,
             ] {
-                let got = all_aggregates(&tsdb, &org, &f, agg, width).await;
+                let got = all_aggregates(tsdb, org, &f, agg, width).await;
                 let what = format!("{agg:?} per {width:?} over {start}..{end}");
                 assert_eq!(got.len(), buckets.len(), "{what}");
                 for (row, (bucket, values)) in got.iter().zip(&buckets) {
@@ -238,9 +282,6 @@ async fn rollups_are_exact_under_late_out_of_order_and_replaced_points() {
                 }
             }
         }
-    }
-    if let Some(d) = dir {
-        let _ = std::fs::remove_dir_all(d);
     }
 }
 
@@ -275,11 +316,18 @@ async fn retention_deletes_each_level_and_rollups_keep_answering() {
             .unwrap(),
         120
     );
-    // Storage for the quota: the points' blocks plus their rollup rows, counted from the database.
+    // The two hours are closed: their minutes are packed, a block per hour.
+    tsdb.seal_at(Timestamp::from_millis(start + 3 * HOUR))
+        .await
+        .unwrap();
+    assert_eq!(minute_state(&store).await, (2, 0, 120));
+    // Storage for the quota: the points' blocks, the packed minutes and the hour and day rows,
+    // counted from the database.
     let used = tsdb.storage_bytes(&org.id).await.unwrap();
-    let rollups = 120 + 2 + 1;
+    let rollups = 2 + 1;
+    let packed = packed_minute_bytes(&store).await + 2 * crate::BLOCK_ROW_BYTES;
     assert!(
-        used > rollups * crate::ROLLUP_ROW_BYTES + crate::BLOCK_ROW_BYTES,
+        used > rollups * crate::ROLLUP_ROW_BYTES + packed + crate::BLOCK_ROW_BYTES,
         "{used}"
     );
     let filter = crate::TelemetryFilter {
@@ -303,7 +351,7 @@ async fn retention_deletes_each_level_and_rollups_keep_answering() {
     assert_eq!(r.raw_deleted, 120);
     assert_eq!(
         tsdb.storage_bytes(&org.id).await.unwrap(),
-        rollups * crate::ROLLUP_ROW_BYTES,
+        rollups * crate::ROLLUP_ROW_BYTES + packed,
         "retention frees quota: only the rollups are left"
     );
     assert_eq!(
@@ -317,6 +365,20 @@ async fn retention_deletes_each_level_and_rollups_keep_answering() {
             .items,
         before
     );
+    // Minute retention passing through a packed hour keeps that hour's later minutes.
+    let r = tsdb
+        .enforce_retention(Timestamp::from_millis(start + 30 * 60_000 + 2 * day))
+        .await
+        .unwrap();
+    assert_eq!(r.rollups_deleted, 30);
+    assert_eq!(minute_state(&store).await, (2, 0, 90));
+    let per_minute = tsdb
+        .query_aggregated(&org.id, &filter, Aggregation::Count, Some(60_000), page)
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(per_minute.len(), 90);
+    assert_eq!(per_minute[0].timestamp.millis(), start + 30 * 60_000);
     // 3.5 days later: minutes and hours gone; the day rollup still counts every point.
     tsdb.enforce_retention(later(35)).await.unwrap();
     let whole = crate::TelemetryFilter {

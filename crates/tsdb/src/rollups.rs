@@ -1,0 +1,392 @@
+//! The SQL of rollups: bucket rows of `telemetry_rollup` (added to, or set), and minute rollups
+//! packed per series and hour (`telemetry_minute_block`). A row per series-minute
+//! was the largest cost on disk once raw points were packed (~55 bytes a minute, ~0.9 byte a
+//! point at 1 Hz), so the sealer packs a closed hour's minute buckets into one row, compressed
+//! with pco like raw blocks (bucket starts by delta, counts, sums, minima and maxima).
+//!
+//! Invariant: for a series and hour, the minute buckets are either rows of `telemetry_rollup`
+//! (level 1) or one packed block, never both. Ingest that touches a packed hour (a late or
+//! replaced point) unpacks it into rows first, so adding deltas, recomputing minutes from points
+//! and hours from minutes all see rows, as before; the sealer packs the hour again later.
+
+use plantd_store::{Backend, Store, WriteTx};
+use sqlx::Row;
+
+use crate::block::{Reader, codec, corrupt};
+use crate::blocks::{self, GRACE, window_of};
+use crate::error::Result;
+use crate::levels::{BucketStats, HOUR, MINUTE};
+use crate::sql::{Statement, cached_sql, value_rows};
+
+/// The one encoding so far (a tag byte leaves room for another).
+const PACKED: u8 = 1;
+/// Bucket deltas per statement (6 parameters each).
+pub(crate) const DELTAS_PER_STATEMENT: usize = 150;
+/// Series-hours probed per statement when ingest looks for packed hours (2 parameters each).
+const PROBES_PER_STATEMENT: usize = 300;
+/// Hours packed per transaction, so that ingest waits for the write lock only briefly.
+const HOURS_PER_TX: usize = 64;
+/// Due hours read per query (a pass reads again while there are more).
+const HOURS_PER_PASS: i64 = 10_000;
+
+/// A minute bucket: its start and what its points add up to.
+pub(crate) type Minute = (i64, BucketStats);
+
+/// Encodes minute buckets (in time order, at least one).
+pub(crate) fn encode(minutes: &[Minute]) -> Result<Vec<u8>> {
+    let n = u32::try_from(minutes.len()).map_err(|_| corrupt("too many minutes in a block"))?;
+    let config = pco::ChunkConfig::default();
+    let starts: Vec<i64> = minutes.iter().map(|(b, _)| *b).collect();
+    let counts: Vec<i64> = minutes.iter().map(|(_, d)| d.count).collect();
+    let floats =
+        |f: fn(&BucketStats) -> f64| -> Vec<f64> { minutes.iter().map(|(_, d)| f(d)).collect() };
+    let parts = [
+        pco::standalone::simple_compress(&starts, &config).map_err(codec)?,
+        pco::standalone::simple_compress(&counts, &config).map_err(codec)?,
+        pco::standalone::simple_compress(&floats(|d| d.sum), &config).map_err(codec)?,
+        pco::standalone::simple_compress(&floats(|d| d.min), &config).map_err(codec)?,
+        pco::standalone::simple_compress(&floats(|d| d.max), &config).map_err(codec)?,
+    ];
+    let mut out = Vec::with_capacity(5 + parts.iter().map(|p| 4 + p.len()).sum::<usize>());
+    out.push(PACKED);
+    out.extend_from_slice(&n.to_le_bytes());
+    for part in &parts {
+        out.extend_from_slice(&(part.len() as u32).to_le_bytes());
+        out.extend_from_slice(part);
+    }
+    Ok(out)
+}
+
+/// Decodes a packed block's minutes.
+pub(crate) fn decode(bytes: &[u8]) -> Result<Vec<Minute>> {
+    let mut r = Reader(bytes);
+    if r.take(1)?[0] != PACKED {
+        return Err(corrupt("unknown minute block encoding"));
+    }
+    let n = r.u32()? as usize;
+    let starts: Vec<i64> = pco::standalone::simple_decompress(r.part()?).map_err(codec)?;
+    let counts: Vec<i64> = pco::standalone::simple_decompress(r.part()?).map_err(codec)?;
+    let sums: Vec<f64> = pco::standalone::simple_decompress(r.part()?).map_err(codec)?;
+    let mins: Vec<f64> = pco::standalone::simple_decompress(r.part()?).map_err(codec)?;
+    let maxs: Vec<f64> = pco::standalone::simple_decompress(r.part()?).map_err(codec)?;
+    if [
+        counts.len(),
+        sums.len(),
+        mins.len(),
+        maxs.len(),
+        starts.len(),
+    ] != [n; 5]
+    {
+        return Err(corrupt("minute block columns of different lengths"));
+    }
+    Ok((0..n)
+        .map(|i| {
+            (
+                starts[i],
+                BucketStats {
+                    count: counts[i],
+                    sum: sums[i],
+                    min: mins[i],
+                    max: maxs[i],
+                },
+            )
+        })
+        .collect())
+}
+
+/// Adds deltas to `level` buckets (creating them when new), or with `overwrite` sets them.
+pub(crate) async fn write_buckets(
+    tx: &mut plantd_store::WriteTx,
+    sqlite: bool,
+    level: i16,
+    deltas: &[(i64, i64, BucketStats)],
+    overwrite: bool,
+) -> Result<()> {
+    let sql = cached_sql(
+        Statement::AddDeltas,
+        i64::from(level) * 2 + i64::from(overwrite),
+        sqlite,
+        deltas.len(),
+        || {
+            let values = value_rows(sqlite, deltas.len(), 6, &format!("{level}, "), false);
+            let (least, greatest) = if sqlite {
+                ("MIN", "MAX")
+            } else {
+                ("LEAST", "GREATEST")
+            };
+            let set = if overwrite {
+                "count = excluded.count, sum = excluded.sum, min = excluded.min, max = excluded.max"
+                    .to_string()
+            } else {
+                format!(
+                    "count = telemetry_rollup.count + excluded.count, \
+                     sum = telemetry_rollup.sum + excluded.sum, min = {least}(telemetry_rollup.min, excluded.min), \
+                     max = {greatest}(telemetry_rollup.max, excluded.max)"
+                )
+            };
+            format!(
+                "INSERT INTO telemetry_rollup (level, series_id, bucket, count, sum, min, max) VALUES {values} \
+             ON CONFLICT (level, series_id, bucket) DO UPDATE SET {set}"
+            )
+        },
+    );
+    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for (s, b, d) in deltas {
+        q = q
+            .bind(*s)
+            .bind(*b)
+            .bind(d.count)
+            .bind(d.sum)
+            .bind(d.min)
+            .bind(d.max);
+    }
+    q.execute(&mut **tx).await?;
+    Ok(())
+}
+
+/// Unpacks into rows every packed hour among `hours` (`(series, hour start)`, sorted, without
+/// repeats): ingest calls this before it changes the minute buckets of those hours.
+pub(crate) async fn unpack(tx: &mut WriteTx, sqlite: bool, hours: &[(i64, i64)]) -> Result<()> {
+    for chunk in hours.chunks(PROBES_PER_STATEMENT) {
+        let sql = cached_sql(Statement::ProbeMinutes, 0, sqlite, chunk.len(), || {
+            format!(
+                "WITH touched (series_id, hour) AS (VALUES {}) \
+                 SELECT b.series_id, b.hour, b.data FROM telemetry_minute_block b \
+                 JOIN touched t ON b.series_id = t.series_id AND b.hour = t.hour",
+                value_rows(sqlite, chunk.len(), 2, "", true)
+            )
+        });
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for (s, h) in chunk {
+            q = q.bind(*s).bind(*h);
+        }
+        let packed = q.fetch_all(&mut **tx).await?;
+        for row in packed {
+            let (series, hour): (i64, i64) = (row.try_get("series_id")?, row.try_get("hour")?);
+            let data: Vec<u8> = row.try_get("data")?;
+            let rows: Vec<(i64, i64, BucketStats)> = decode(&data)?
+                .into_iter()
+                .map(|(b, d)| (series, b, d))
+                .collect();
+            for part in rows.chunks(DELTAS_PER_STATEMENT) {
+                write_buckets(tx, sqlite, 1, part, true).await?;
+            }
+            delete(tx, series, hour).await?;
+        }
+    }
+    Ok(())
+}
+
+async fn delete(tx: &mut WriteTx, series: i64, hour: i64) -> Result<()> {
+    sqlx::query("DELETE FROM telemetry_minute_block WHERE series_id = $1 AND hour = $2")
+        .bind(series)
+        .bind(hour)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// Writes the block of a series and hour (replacing one there), or none for no minutes.
+pub(crate) async fn put(
+    tx: &mut WriteTx,
+    series: i64,
+    hour: i64,
+    minutes: &[Minute],
+) -> Result<()> {
+    delete(tx, series, hour).await?;
+    if minutes.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(
+        "INSERT INTO telemetry_minute_block (series_id, hour, minutes, data) VALUES ($1, $2, $3, $4)",
+    )
+    .bind(series)
+    .bind(hour)
+    .bind(minutes.len() as i64)
+    .bind(encode(minutes)?)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Packs the minute rows of every hour closed at `now` (the raw windows' rule: an hour closes
+/// [`GRACE`] after its end); returns how many hours were packed.
+pub(crate) async fn pack_due(store: &Store, now: i64) -> Result<usize> {
+    let sqlite = store.backend() == Backend::Sqlite;
+    let closed_before = window_of(now - HOUR - GRACE) + HOUR;
+    let mut packed = 0;
+    loop {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT s.org_id, r.series_id, (r.bucket / {HOUR}) * {HOUR} AS h FROM telemetry_rollup r \
+             JOIN telemetry_series s ON s.id = r.series_id WHERE r.level = 1 AND r.bucket < $1 \
+             GROUP BY s.org_id, r.series_id, (r.bucket / {HOUR}) * {HOUR} LIMIT $2"
+        )))
+        .bind(closed_before)
+        .bind(HOURS_PER_PASS)
+        .fetch_all(store.pool())
+        .await?;
+        let full = rows.len() as i64 == HOURS_PER_PASS;
+        let due: Vec<(String, i64, i64)> = rows
+            .iter()
+            .map(|r| {
+                Ok((
+                    r.try_get("org_id")?,
+                    r.try_get("series_id")?,
+                    r.try_get("h")?,
+                ))
+            })
+            .collect::<std::result::Result<_, sqlx::Error>>()?;
+        for chunk in due.chunks(HOURS_PER_TX) {
+            let mut tx = store.begin_write().await?;
+            if !sqlite {
+                blocks::lock_orgs(&mut tx, chunk.iter().map(|(o, _, _)| o.as_str())).await?;
+            }
+            for (_, series, hour) in chunk {
+                pack_hour(&mut tx, *series, *hour).await?;
+            }
+            tx.commit().await?;
+            packed += chunk.len();
+        }
+        if !full || due.is_empty() {
+            break;
+        }
+    }
+    Ok(packed)
+}
+
+/// Moves the minute rows of one series and hour into its block.
+async fn pack_hour(tx: &mut WriteTx, series: i64, hour: i64) -> Result<()> {
+    let rows = sqlx::query(
+        "SELECT bucket, count, sum, min, max FROM telemetry_rollup \
+         WHERE level = 1 AND series_id = $1 AND bucket >= $2 AND bucket < $3 ORDER BY bucket",
+    )
+    .bind(series)
+    .bind(hour)
+    .bind(hour + HOUR)
+    .fetch_all(&mut **tx)
+    .await?;
+    let mut minutes: Vec<Minute> = rows
+        .iter()
+        .map(|r| {
+            Ok((
+                r.try_get("bucket")?,
+                BucketStats {
+                    count: r.try_get("count")?,
+                    sum: r.try_get("sum")?,
+                    min: r.try_get("min")?,
+                    max: r.try_get("max")?,
+                },
+            ))
+        })
+        .collect::<std::result::Result<_, sqlx::Error>>()?;
+    // A block and rows of one hour never meet (ingest unpacks first); were they to, the rows,
+    // being newer, win their minutes.
+    if let Some(row) =
+        sqlx::query("SELECT data FROM telemetry_minute_block WHERE series_id = $1 AND hour = $2")
+            .bind(series)
+            .bind(hour)
+            .fetch_optional(&mut **tx)
+            .await?
+    {
+        let data: Vec<u8> = row.try_get("data")?;
+        let newer: std::collections::BTreeMap<i64, BucketStats> = minutes.into_iter().collect();
+        let mut merged: std::collections::BTreeMap<i64, BucketStats> =
+            decode(&data)?.into_iter().collect();
+        merged.extend(newer);
+        minutes = merged.into_iter().collect();
+    }
+    put(tx, series, hour, &minutes).await?;
+    sqlx::query(
+        "DELETE FROM telemetry_rollup WHERE level = 1 AND series_id = $1 AND bucket >= $2 AND bucket < $3",
+    )
+    .bind(series)
+    .bind(hour)
+    .bind(hour + HOUR)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Deletes the packed minutes of `series` that start before `before`; returns how many.
+pub(crate) async fn delete_before(tx: &mut WriteTx, series: i64, before: i64) -> Result<u64> {
+    // Whole blocks: their last minute starts before `before`.
+    let whole = "FROM telemetry_minute_block WHERE series_id = $1 AND hour + $2 < $3";
+    let gone: i64 = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT CAST(COALESCE(SUM(minutes), 0) AS BIGINT) AS n {whole}"
+    )))
+    .bind(series)
+    .bind(HOUR - MINUTE)
+    .bind(before)
+    .fetch_one(&mut **tx)
+    .await?
+    .try_get("n")?;
+    sqlx::query(sqlx::AssertSqlSafe(format!("DELETE {whole}")))
+        .bind(series)
+        .bind(HOUR - MINUTE)
+        .bind(before)
+        .execute(&mut **tx)
+        .await?;
+    let mut deleted = gone as u64;
+    // The block across the edge keeps its later minutes.
+    let edge = window_of(before);
+    if let Some(row) =
+        sqlx::query("SELECT data FROM telemetry_minute_block WHERE series_id = $1 AND hour = $2")
+            .bind(series)
+            .bind(edge)
+            .fetch_optional(&mut **tx)
+            .await?
+    {
+        let data: Vec<u8> = row.try_get("data")?;
+        let mut minutes = decode(&data)?;
+        let before_len = minutes.len();
+        minutes.retain(|(b, _)| *b >= before);
+        if minutes.len() != before_len {
+            deleted += (before_len - minutes.len()) as u64;
+            put(tx, series, edge, &minutes).await?;
+        }
+    }
+    Ok(deleted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hour_of_minutes(n: i64) -> Vec<Minute> {
+        (0..n)
+            .map(|i| {
+                let v = (i * 37 % 100) as f64 / 10.0;
+                (
+                    1_795_435_200_000 + i * MINUTE,
+                    BucketStats {
+                        count: 60,
+                        sum: v * 60.0 + 0.25,
+                        min: v - 1.5,
+                        max: v + 2.0,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn packed_minutes_read_back_bit_for_bit_and_small() {
+        for n in [1, 2, 59, 60] {
+            let minutes = hour_of_minutes(n);
+            let bytes = encode(&minutes).unwrap();
+            assert_eq!(decode(&bytes).unwrap(), minutes, "{n} minutes");
+        }
+        // 60 rows of ~55 bytes each before.
+        let bytes = encode(&hour_of_minutes(60)).unwrap();
+        assert!(bytes.len() < 60 * 55 / 3, "{} bytes", bytes.len());
+    }
+
+    #[test]
+    fn damaged_minute_blocks_are_errors_not_panics() {
+        let bytes = encode(&hour_of_minutes(60)).unwrap();
+        for cut in [0, 1, 5, 9, 20, bytes.len() - 1] {
+            assert!(decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        assert!(decode(&[9, 0, 0, 0, 0]).is_err());
+    }
+}
