@@ -3,7 +3,7 @@
 //! and the queries.
 
 use plantd_model::page::{Page, Paged};
-use plantd_model::telemetry::{Aggregation, MAX_DETAILS, Point};
+use plantd_model::telemetry::{Aggregation, MAX_DETAILS, Point, Quality};
 use plantd_model::{FieldError, Tier, Timestamp};
 use plantd_store::NewAuditRecord;
 use plantd_tsdb::{AggregatedRow, LatestValue, RawRow, TelemetryFilter};
@@ -64,6 +64,15 @@ pub struct SeriesRequest {
 
 /// One tag's series as a chart draws it: raw points when at most two per pixel fit, else per
 /// bucket the minimum, maximum and average (`downsampled`). Times in Unix milliseconds.
+/// A piece of a raw export: up to 10,000 points of one series, by time.
+#[derive(Clone, Debug)]
+pub struct RawChunk {
+    pub asset_id: String,
+    pub tag_name: String,
+    /// (Unix milliseconds, value, quality).
+    pub points: Vec<(i64, f64, Quality)>,
+}
+
 #[derive(Clone, Debug, serde::Serialize, utoipa::ToSchema)]
 pub struct Series {
     pub tag_name: String,
@@ -328,15 +337,15 @@ impl App {
     }
 
     /// Every raw point of the filter's series (only `tags` when not empty) in its range, series
-    /// by series (by asset and tag), each by time, in chunks of at most 10,000 points. A task
-    /// reads ahead at most two chunks, so memory stays flat whatever the range; it stops when
-    /// the receiver is dropped. A failure ends the stream with its error.
+    /// by series (by asset and tag), each by time, in chunks of at most 10,000 points of one
+    /// series. A task reads ahead at most two chunks, so memory stays flat whatever the range;
+    /// it stops when the receiver is dropped. A failure ends the stream with its error.
     pub fn export_raw(
         &self,
         org_id: &str,
         filter: TelemetryFilter,
         tags: Vec<String>,
-    ) -> tokio::sync::mpsc::Receiver<AppResult<Vec<RawRow>>> {
+    ) -> tokio::sync::mpsc::Receiver<AppResult<RawChunk>> {
         const CHUNK: i64 = 10_000;
         let (tx, rx) = tokio::sync::mpsc::channel(2);
         let (app, org_id) = (self.clone(), org_id.to_string());
@@ -365,17 +374,12 @@ impl App {
                     let Some(last) = points.last() else { break };
                     after = last.0;
                     let full = points.len() as i64 == CHUNK;
-                    let rows = points
-                        .into_iter()
-                        .map(|(ts, value, quality)| RawRow {
-                            timestamp: Timestamp::from_millis(ts),
-                            asset_id: asset_id.clone(),
-                            tag_name: tag_name.clone(),
-                            value,
-                            quality,
-                        })
-                        .collect();
-                    if tx.send(Ok(rows)).await.is_err() {
+                    let chunk = RawChunk {
+                        asset_id: asset_id.clone(),
+                        tag_name: tag_name.clone(),
+                        points,
+                    };
+                    if tx.send(Ok(chunk)).await.is_err() {
                         return;
                     }
                     if !full {

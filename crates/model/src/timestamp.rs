@@ -31,6 +31,9 @@ impl Timestamp {
         ))
     }
     pub fn to_rfc3339(self) -> String {
+        if let Some(bytes) = self.rfc3339_bytes() {
+            return String::from_utf8_lossy(&bytes).into_owned();
+        }
         let ms = self.0.rem_euclid(1000);
         let secs = self.0.div_euclid(1000);
         let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
@@ -41,6 +44,33 @@ impl Timestamp {
             sod % 3600 / 60,
             sod % 60
         )
+    }
+
+    /// The RFC 3339 text as bytes without formatting machinery (years 0 to 9999; `None`
+    /// otherwise), for writers of many timestamps such as the raw export.
+    pub fn rfc3339_bytes(self) -> Option<[u8; 24]> {
+        let ms = self.0.rem_euclid(1000);
+        let secs = self.0.div_euclid(1000);
+        let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+        if !(0..=9999).contains(&y) {
+            return None;
+        }
+        let sod = secs.rem_euclid(86_400);
+        let mut out = *b"0000-00-00T00:00:00.000Z";
+        let mut put = |at: usize, width: usize, mut v: i64| {
+            for i in (at..at + width).rev() {
+                out[i] = b'0' + (v % 10) as u8;
+                v /= 10;
+            }
+        };
+        put(0, 4, y);
+        put(5, 2, i64::from(m));
+        put(8, 2, i64::from(d));
+        put(11, 2, sod / 3600);
+        put(14, 2, sod % 3600 / 60);
+        put(17, 2, sod % 60);
+        put(20, 3, ms);
+        Some(out)
     }
     /// The UTC calendar day, as `YYYY-MM-DD`.
     pub fn day(self) -> String {
@@ -131,6 +161,11 @@ mod tests {
         assert_eq!(
             Timestamp::from_millis(1_709_164_800_000).day(),
             "2024-02-29"
+        );
+        // Past year 9999 the text is longer than the fast path writes.
+        assert_eq!(
+            Timestamp::from_millis(253_402_300_800_000).to_rfc3339(),
+            "10000-01-01T00:00:00.000Z"
         );
     }
 

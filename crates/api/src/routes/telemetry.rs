@@ -6,7 +6,7 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
-use plantd_app::telemetry::{Series, SeriesRequest};
+use plantd_app::telemetry::{RawChunk, Series, SeriesRequest};
 use plantd_model::FieldError;
 use plantd_model::Scope::{ReadTelemetry, WriteTelemetry};
 use plantd_model::Timestamp;
@@ -18,6 +18,7 @@ use plantd_model::telemetry::{
 use plantd_tsdb::{AggregatedRow, RawRow, TelemetryFilter};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::io::Write;
 
 use crate::audit_record::{AuditCommitted, RequestFacts, audit_record};
 use crate::envelope::{Data, List, list, ok, page_of};
@@ -456,7 +457,7 @@ async fn export(
                 return Some((Ok(h), (chunks, None)));
             }
             match chunks.recv().await? {
-                Ok(rows) => Some((Ok(render_rows(&rows, ndjson)), (chunks, None))),
+                Ok(chunk) => Some((Ok(render_rows(&chunk, ndjson)), (chunks, None))),
                 Err(e) => {
                     tracing::warn!(error = %e, "a telemetry export stopped");
                     Some((Err(std::io::Error::other(e.to_string())), (chunks, None)))
@@ -484,27 +485,45 @@ async fn export(
 }
 
 /// A chunk of points as CSV rows or NDJSON lines.
-fn render_rows(rows: &[RawRow], ndjson: bool) -> Bytes {
-    let mut out = Vec::with_capacity(rows.len() * 80);
+fn render_rows(chunk: &RawChunk, ndjson: bool) -> Bytes {
+    let mut out = Vec::with_capacity(chunk.points.len() * 80);
     if ndjson {
-        for r in rows {
-            if serde_json::to_writer(&mut out, r).is_ok() {
+        for &(ts, value, quality) in &chunk.points {
+            let row = RawRow {
+                timestamp: Timestamp::from_millis(ts),
+                asset_id: chunk.asset_id.clone(),
+                tag_name: chunk.tag_name.clone(),
+                value,
+                quality,
+            };
+            if serde_json::to_writer(&mut out, &row).is_ok() {
                 out.push(b'\n');
             }
         }
-    } else {
-        let mut w = csv::Writer::from_writer(&mut out);
-        for r in rows {
-            let _ = w.write_record([
-                r.timestamp.to_rfc3339().as_str(),
-                &r.asset_id,
-                &r.tag_name,
-                &r.value.to_string(),
-                r.quality.as_str(),
-            ]);
-        }
+        return Bytes::from(out);
+    }
+    // The asset and tag fields, quoted where CSV needs it, once per chunk; timestamps, values
+    // and qualities never need quoting.
+    let mut names = Vec::new();
+    {
+        let mut w = csv::Writer::from_writer(&mut names);
+        let _ = w.write_record([&chunk.asset_id, &chunk.tag_name]);
         let _ = w.flush();
-        drop(w);
+    }
+    let names = names.strip_suffix(b"\n").unwrap_or(&names);
+    for &(ts, value, quality) in &chunk.points {
+        let t = Timestamp::from_millis(ts);
+        match t.rfc3339_bytes() {
+            Some(bytes) => out.extend_from_slice(&bytes),
+            None => out.extend_from_slice(t.to_rfc3339().as_bytes()),
+        }
+        out.push(b',');
+        out.extend_from_slice(names);
+        out.push(b',');
+        let _ = write!(out, "{value}");
+        out.push(b',');
+        out.extend_from_slice(quality.as_str().as_bytes());
+        out.push(b'\n');
     }
     Bytes::from(out)
 }

@@ -853,6 +853,18 @@ async fn export_streams_every_raw_point() {
         .expect(200);
     assert_eq!(part.text.lines().count(), 1 + 3);
 
+    // A name holding a quote is quoted as CSV requires.
+    ingest(&app, k, vec![point("Say \"hi\"", "T", 2.5, b)]).await;
+    let quoted = app
+        .get(
+            &format!("/telemetry/export?asset_id=Say%20%22hi%22&{range}"),
+            k,
+        )
+        .await
+        .expect(200);
+    let want = format!("{},\"Say \"\"hi\"\"\",T,2.5,good", ts(b));
+    assert_eq!(quoted.text.lines().nth(1), Some(want.as_str()));
+
     for (query, field) in [
         ("tags=T", "asset_id"),
         ("asset_id=P&format=xml", "format"),
