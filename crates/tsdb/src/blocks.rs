@@ -70,6 +70,40 @@ pub(crate) async fn overlapping(
     rows.iter().map(stored).collect()
 }
 
+/// The blocks holding a point in each probe's `[lo, hi]` (a series and a span within one
+/// window), in one statement per 200 probes, by (series, window), each by time.
+pub(crate) async fn overlapping_many(
+    conn: &mut AnyConnection,
+    sqlite: bool,
+    probes: &[(i64, i64, i64)],
+) -> Result<HashMap<(i64, i64), Vec<StoredBlock>>> {
+    const PER_STATEMENT: usize = 200;
+    let mut out: HashMap<(i64, i64), Vec<StoredBlock>> = HashMap::new();
+    for chunk in probes.chunks(PER_STATEMENT) {
+        let sql = cached_sql(Statement::ProbeOverlaps, 0, sqlite, chunk.len(), || {
+            let values = value_rows(sqlite, chunk.len(), 4, "", true);
+            format!(
+                "WITH p (series_id, w, lo, hi) AS (VALUES {values}) \
+                 SELECT b.series_id, b.start_ts, b.end_ts, b.sealed, b.data FROM p \
+                 JOIN telemetry_block b ON b.series_id = p.series_id AND b.start_ts >= p.w \
+                 AND b.start_ts <= p.hi AND b.end_ts >= p.lo ORDER BY b.series_id, b.start_ts"
+            )
+        });
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for (series, lo, hi) in chunk {
+            q = q.bind(*series).bind(window_of(*lo)).bind(*lo).bind(*hi);
+        }
+        for row in q.fetch_all(&mut *conn).await? {
+            let block = stored(&row)?;
+            let series: i64 = row.try_get("series_id")?;
+            out.entry((series, window_of(block.start)))
+                .or_default()
+                .push(block);
+        }
+    }
+    Ok(out)
+}
+
 /// Up to `limit` blocks of `series` holding a point in `(after, end)`, by time.
 pub(crate) async fn following(
     conn: &mut AnyConnection,

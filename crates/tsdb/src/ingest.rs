@@ -41,8 +41,8 @@ async fn write_blocks(
         .into_iter()
         .collect();
     let newest = blocks::newest(tx, sqlite, &series).await?;
-    let mut replaced = HashSet::new();
-    let mut new_blocks = Vec::new();
+    // The group's points per series and window.
+    let mut segments: Vec<(i64, i64, Columns)> = Vec::new();
     let mut i = 0;
     while i < rows.len() {
         let ((s, t0), _) = rows[i];
@@ -53,19 +53,31 @@ async fn write_blocks(
             seg.push(t, v, q);
             i += 1;
         }
-        let (lo, hi) = (seg.ts[0], seg.ts[seg.len() - 1]);
-        let old = if newest.get(&s).is_some_and(|n| lo <= *n) {
-            blocks::overlapping(tx, s, lo, hi).await?
-        } else {
-            Vec::new()
-        };
+        segments.push((s, window, seg));
+    }
+    // Segments not after their series' newest point may overlap stored blocks: one statement
+    // finds those blocks for all of them.
+    let probes: Vec<(i64, i64, i64)> = segments
+        .iter()
+        .filter(|(s, _, seg)| newest.get(s).is_some_and(|n| seg.ts[0] <= *n))
+        .map(|(s, _, seg)| (*s, seg.ts[0], seg.ts[seg.len() - 1]))
+        .collect();
+    let mut stored = if probes.is_empty() {
+        Default::default()
+    } else {
+        blocks::overlapping_many(tx, sqlite, &probes).await?
+    };
+    let mut replaced = HashSet::new();
+    let mut new_blocks = Vec::with_capacity(segments.len());
+    for (s, window, seg) in segments {
+        let old = stored.remove(&(s, window)).unwrap_or_default();
         let columns = match (old.first(), old.last()) {
             (Some(first), Some(last)) => {
-                let mut stored = Columns::default();
+                let mut kept = Columns::default();
                 for b in &old {
-                    stored.extend(b.columns()?);
+                    kept.extend(b.columns()?);
                 }
-                let (merged, keys) = Columns::merge(&stored, &seg);
+                let (merged, keys) = Columns::merge(&kept, &seg);
                 replaced.extend(keys.into_iter().map(|t| (s, t)));
                 blocks::delete_span(tx, s, first.start, last.start).await?;
                 merged

@@ -12,6 +12,7 @@ pub(crate) enum Statement {
     InsertBlocks,
     ProbeNewest,
     ProbeMinutes,
+    ProbeOverlaps,
 }
 
 /// The text of a bulk statement, built on first use and then copied from a cache (formatting
