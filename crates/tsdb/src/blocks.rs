@@ -251,6 +251,62 @@ pub(crate) async fn delete_span(
     Ok(())
 }
 
+/// Rewrites what a background pass finds due: `due_sql` lists `(org_id, series_id, w)` (a
+/// series and window or hour), binding `binds` and then the limit of rows per read, which is
+/// read again while it comes back full. `work` runs on each, [`DUE_PER_TX`] to a transaction
+/// holding their organizations' locks, so that ingest waits for the write lock only briefly.
+/// Returns how many were rewritten.
+pub(crate) async fn rewrite_due(
+    store: &plantd_store::Store,
+    due_sql: String,
+    binds: Vec<i64>,
+    mut work: impl FnMut(&mut plantd_store::WriteTx, i64, i64) -> Rewrite<'_> + Send,
+) -> Result<usize> {
+    let sqlite = store.backend() == plantd_store::Backend::Sqlite;
+    let mut done = 0;
+    loop {
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(due_sql.clone()));
+        for b in &binds {
+            q = q.bind(*b);
+        }
+        let rows = q.bind(DUE_PER_READ).fetch_all(store.pool()).await?;
+        let full = rows.len() as i64 == DUE_PER_READ;
+        let due: Vec<(String, i64, i64)> = rows
+            .iter()
+            .map(|r| {
+                Ok((
+                    r.try_get("org_id")?,
+                    r.try_get("series_id")?,
+                    r.try_get("w")?,
+                ))
+            })
+            .collect::<std::result::Result<_, sqlx::Error>>()?;
+        for chunk in due.chunks(DUE_PER_TX) {
+            let mut tx = store.begin_write().await?;
+            if !sqlite {
+                lock_orgs(&mut tx, chunk.iter().map(|(o, _, _)| o.as_str())).await?;
+            }
+            for (_, series, w) in chunk {
+                work(&mut tx, *series, *w).await?;
+            }
+            tx.commit().await?;
+            done += chunk.len();
+        }
+        if !full || due.is_empty() {
+            return Ok(done);
+        }
+    }
+}
+
+/// The rewrite of one due series-window, in the pass's transaction.
+pub(crate) type Rewrite<'t> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + Send + 't>>;
+
+/// Series-windows rewritten per transaction by a background pass.
+const DUE_PER_TX: usize = 64;
+/// Due series-windows read per query (a pass reads again while there are more).
+const DUE_PER_READ: i64 = 10_000;
+
 /// Takes the organizations' write locks for the transaction (PostgreSQL): ingest, sealing and
 /// retention rewrite blocks and recompute buckets from what their transaction sees, so two of them
 /// must not work on one organization's series at once, on any node. Locks are taken in one order,

@@ -391,20 +391,57 @@ impl Queries<'_> {
                 ),
                 None => ("0".to_string(), String::new()),
             };
-            let sql = format!(
+            let mut sql = format!(
                 "SELECT s.asset_id, s.tag_name, {b} AS b, CAST(SUM(r.count) AS BIGINT) AS n, SUM(r.sum) AS total, \
-                 MIN(r.min) AS lo, MAX(r.max) AS hi \
+                 MIN(r.min) AS lo, MAX(r.max) AS hi, NULL AS data \
                  FROM telemetry_rollup r JOIN telemetry_series s ON s.id = r.series_id \
                  WHERE r.bucket >= $1 AND r.bucket < $2 AND r.level = {level} AND {series} \
                  GROUP BY s.asset_id, s.tag_name{group}"
             );
+            let mut binds = args.clone();
+            if level == 1 {
+                // Closed hours' minutes are packed, a block per series and hour. One statement
+                // reads rows and blocks alike (one snapshot), so an hour packed meanwhile is
+                // counted once.
+                let (packed, more) = series_where(org_id, f, 3 + args.len());
+                sql.push_str(&format!(
+                    " UNION ALL SELECT s.asset_id, s.tag_name, CAST(0 AS BIGINT) AS b, CAST(0 AS BIGINT) AS n, \
+                     CAST(0 AS DOUBLE PRECISION) AS total, CAST(0 AS DOUBLE PRECISION) AS lo, \
+                     CAST(0 AS DOUBLE PRECISION) AS hi, m.data AS data \
+                     FROM telemetry_minute_block m JOIN telemetry_series s ON s.id = m.series_id \
+                     WHERE m.hour >= ($1 / {HOUR}) * {HOUR} AND m.hour < $2 AND {packed}"
+                ));
+                binds.extend(more);
+            }
             let mut q = sqlx::query(sqlx::AssertSqlSafe(sql))
                 .bind(piece.lo)
                 .bind(piece.hi);
-            for a in &args {
+            for a in &binds {
                 q = q.bind(a.clone());
             }
             for r in q.fetch_all(self.0).await? {
+                let (asset, tag): (String, String) =
+                    (r.try_get("asset_id")?, r.try_get("tag_name")?);
+                let at = |b: i64| {
+                    if bucket.is_some() {
+                        b
+                    } else {
+                        f.start.millis()
+                    }
+                };
+                if let Some(data) = r.try_get::<Option<Vec<u8>>, _>("data")? {
+                    for (start, d) in rollups::decode(&data)? {
+                        if start < piece.lo || start >= piece.hi {
+                            continue;
+                        }
+                        let b = bucket.map_or(start, |w| floor_to(start, w));
+                        merged
+                            .entry((asset.clone(), tag.clone(), at(b)))
+                            .or_default()
+                            .merge(d);
+                    }
+                    continue;
+                }
                 let part = BucketStats {
                     count: r.try_get("n")?,
                     sum: r.try_get("total")?,
@@ -412,45 +449,7 @@ impl Queries<'_> {
                     max: r.try_get("hi")?,
                 };
                 let b: i64 = r.try_get("b")?;
-                let key = (
-                    r.try_get("asset_id")?,
-                    r.try_get("tag_name")?,
-                    if bucket.is_some() {
-                        b
-                    } else {
-                        f.start.millis()
-                    },
-                );
-                merged.entry(key).or_default().merge(part);
-            }
-            if level == 1 {
-                // Closed hours' minutes are packed, a block per series and hour.
-                let sql = format!(
-                    "SELECT s.asset_id, s.tag_name, b.data FROM telemetry_minute_block b \
-                     JOIN telemetry_series s ON s.id = b.series_id \
-                     WHERE b.hour >= $1 AND b.hour < $2 AND {series}"
-                );
-                let mut q = sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(floor_to(piece.lo, HOUR))
-                    .bind(piece.hi);
-                for a in &args {
-                    q = q.bind(a.clone());
-                }
-                for r in q.fetch_all(self.0).await? {
-                    let (asset, tag): (String, String) =
-                        (r.try_get("asset_id")?, r.try_get("tag_name")?);
-                    let data: Vec<u8> = r.try_get("data")?;
-                    for (start, d) in rollups::decode(&data)? {
-                        if start < piece.lo || start >= piece.hi {
-                            continue;
-                        }
-                        let b = bucket.map_or(f.start.millis(), |w| floor_to(start, w));
-                        merged
-                            .entry((asset.clone(), tag.clone(), b))
-                            .or_default()
-                            .merge(d);
-                    }
-                }
+                merged.entry((asset, tag, at(b))).or_default().merge(part);
             }
         }
         let mut rows: Vec<Bucket> = merged

@@ -9,7 +9,7 @@
 //! replaced point) unpacks it into rows first, so adding deltas, recomputing minutes from points
 //! and hours from minutes all see rows, as before; the sealer packs the hour again later.
 
-use plantd_store::{Backend, Store, WriteTx};
+use plantd_store::{Store, WriteTx};
 use sqlx::Row;
 
 use crate::block::{Reader, codec, corrupt};
@@ -24,10 +24,6 @@ const PACKED: u8 = 1;
 pub(crate) const DELTAS_PER_STATEMENT: usize = 150;
 /// Series-hours probed per statement when ingest looks for packed hours (2 parameters each).
 const PROBES_PER_STATEMENT: usize = 300;
-/// Hours packed per transaction, so that ingest waits for the write lock only briefly.
-const HOURS_PER_TX: usize = 64;
-/// Due hours read per query (a pass reads again while there are more).
-const HOURS_PER_PASS: i64 = 10_000;
 
 /// A minute bucket: its start and what its points add up to.
 pub(crate) type Minute = (i64, BucketStats);
@@ -212,46 +208,16 @@ pub(crate) async fn put(
 /// Packs the minute rows of every hour closed at `now` (the raw windows' rule: an hour closes
 /// [`GRACE`] after its end); returns how many hours were packed.
 pub(crate) async fn pack_due(store: &Store, now: i64) -> Result<usize> {
-    let sqlite = store.backend() == Backend::Sqlite;
     let closed_before = window_of(now - HOUR - GRACE) + HOUR;
-    let mut packed = 0;
-    loop {
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT s.org_id, r.series_id, (r.bucket / {HOUR}) * {HOUR} AS h FROM telemetry_rollup r \
-             JOIN telemetry_series s ON s.id = r.series_id WHERE r.level = 1 AND r.bucket < $1 \
-             GROUP BY s.org_id, r.series_id, (r.bucket / {HOUR}) * {HOUR} LIMIT $2"
-        )))
-        .bind(closed_before)
-        .bind(HOURS_PER_PASS)
-        .fetch_all(store.pool())
-        .await?;
-        let full = rows.len() as i64 == HOURS_PER_PASS;
-        let due: Vec<(String, i64, i64)> = rows
-            .iter()
-            .map(|r| {
-                Ok((
-                    r.try_get("org_id")?,
-                    r.try_get("series_id")?,
-                    r.try_get("h")?,
-                ))
-            })
-            .collect::<std::result::Result<_, sqlx::Error>>()?;
-        for chunk in due.chunks(HOURS_PER_TX) {
-            let mut tx = store.begin_write().await?;
-            if !sqlite {
-                blocks::lock_orgs(&mut tx, chunk.iter().map(|(o, _, _)| o.as_str())).await?;
-            }
-            for (_, series, hour) in chunk {
-                pack_hour(&mut tx, *series, *hour).await?;
-            }
-            tx.commit().await?;
-            packed += chunk.len();
-        }
-        if !full || due.is_empty() {
-            break;
-        }
-    }
-    Ok(packed)
+    let due = format!(
+        "SELECT s.org_id, r.series_id, (r.bucket / {HOUR}) * {HOUR} AS w FROM telemetry_rollup r \
+         JOIN telemetry_series s ON s.id = r.series_id WHERE r.level = 1 AND r.bucket < $1 \
+         GROUP BY s.org_id, r.series_id, (r.bucket / {HOUR}) * {HOUR} LIMIT $2"
+    );
+    blocks::rewrite_due(store, due, vec![closed_before], |tx, series, hour| {
+        Box::pin(pack_hour(tx, series, hour))
+    })
+    .await
 }
 
 /// Moves the minute rows of one series and hour into its block.

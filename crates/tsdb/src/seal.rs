@@ -5,7 +5,6 @@
 //! the same before and after. The same pass packs closed hours' minute rollups (`rollups.rs`).
 
 use plantd_store::{Backend, Store};
-use sqlx::Row;
 use std::sync::Arc;
 
 use crate::block;
@@ -15,10 +14,6 @@ use crate::state::Shared;
 
 /// Head blocks an open window gathers before they are merged.
 pub(crate) const OPEN_WINDOW_BLOCKS: usize = 32;
-/// Windows sealed per transaction, so that ingest waits for the write lock only briefly.
-const WINDOWS_PER_TX: usize = 64;
-/// Due windows read per query (a pass reads again while there are more).
-const WINDOWS_PER_PASS: i64 = 10_000;
 
 /// The sealer: a pass after each burst of ingest and every few seconds (windows close with time).
 pub(crate) async fn run(shared: Arc<Shared>) {
@@ -40,50 +35,22 @@ pub(crate) async fn run(shared: Arc<Shared>) {
 /// returns how many windows and hours were rewritten.
 pub(crate) async fn seal_pending(store: &Store, now: i64) -> Result<usize> {
     let sqlite = store.backend() == Backend::Sqlite;
-    let mut sealed = 0;
     // A window is closed when `window + WINDOW + GRACE <= now`: its blocks start before the
     // end of the newest closed window.
     let closed_before = window_of(now - WINDOW - GRACE) + WINDOW;
-    loop {
-        // The due windows, counted by the database over the partial index of the head: an open
-        // window with few head blocks costs nothing here, however many there are.
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT s.org_id, b.series_id, (b.start_ts / {WINDOW}) * {WINDOW} AS w FROM telemetry_block b \
-             JOIN telemetry_series s ON s.id = b.series_id WHERE b.sealed = 0 \
-             GROUP BY s.org_id, b.series_id, (b.start_ts / {WINDOW}) * {WINDOW} \
-             HAVING COUNT(*) >= $1 OR MAX(b.start_ts) < $2 LIMIT $3"
-        )))
-        .bind(OPEN_WINDOW_BLOCKS as i64)
-        .bind(closed_before)
-        .bind(WINDOWS_PER_PASS)
-        .fetch_all(store.pool())
-        .await?;
-        let full = rows.len() as i64 == WINDOWS_PER_PASS;
-        let due: Vec<(String, i64, i64)> = rows
-            .iter()
-            .map(|r| {
-                Ok((
-                    r.try_get("org_id")?,
-                    r.try_get("series_id")?,
-                    r.try_get("w")?,
-                ))
-            })
-            .collect::<std::result::Result<_, sqlx::Error>>()?;
-        for chunk in due.chunks(WINDOWS_PER_TX) {
-            let mut tx = store.begin_write().await?;
-            if !sqlite {
-                blocks::lock_orgs(&mut tx, chunk.iter().map(|(o, _, _)| o.as_str())).await?;
-            }
-            for (_, series, window) in chunk {
-                seal_window(&mut tx, sqlite, *series, *window, closed(*window, now)).await?;
-            }
-            tx.commit().await?;
-            sealed += chunk.len();
-        }
-        if !full || due.is_empty() {
-            break;
-        }
-    }
+    // The due windows, counted by the database over the partial index of the head: an open
+    // window with few head blocks costs nothing here, however many there are.
+    let due = format!(
+        "SELECT s.org_id, b.series_id, (b.start_ts / {WINDOW}) * {WINDOW} AS w FROM telemetry_block b \
+         JOIN telemetry_series s ON s.id = b.series_id WHERE b.sealed = 0 \
+         GROUP BY s.org_id, b.series_id, (b.start_ts / {WINDOW}) * {WINDOW} \
+         HAVING COUNT(*) >= $1 OR MAX(b.start_ts) < $2 LIMIT $3"
+    );
+    let binds = vec![OPEN_WINDOW_BLOCKS as i64, closed_before];
+    let mut sealed = blocks::rewrite_due(store, due, binds, |tx, series, window| {
+        Box::pin(seal_window(tx, sqlite, series, window, closed(window, now)))
+    })
+    .await?;
     // The closed hours' minute rollups, packed the same way.
     sealed += crate::rollups::pack_due(store, now).await?;
     if sealed > 0 && sqlite {

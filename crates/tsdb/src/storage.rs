@@ -75,25 +75,18 @@ impl StorageUsage {
 
 /// Counts an organization's stored bytes in the database.
 async fn count(pool: &sqlx::AnyPool, org_id: &str) -> Result<u64> {
-    let blocks = sqlx::query(
-        "SELECT COUNT(*) AS n, CAST(COALESCE(SUM(LENGTH(b.data)), 0) AS BIGINT) AS bytes \
-         FROM telemetry_block b JOIN telemetry_series s ON s.id = b.series_id WHERE s.org_id = $1",
+    // Raw blocks and packed minute hours alike: a row with its bytes.
+    let packed = sqlx::query(
+        "SELECT COUNT(*) AS n, CAST(COALESCE(SUM(LENGTH(p.data)), 0) AS BIGINT) AS bytes FROM \
+         (SELECT b.data FROM telemetry_block b JOIN telemetry_series s ON s.id = b.series_id WHERE s.org_id = $1 \
+          UNION ALL \
+          SELECT m.data FROM telemetry_minute_block m JOIN telemetry_series s ON s.id = m.series_id WHERE s.org_id = $2) p",
     )
+    .bind(org_id)
     .bind(org_id)
     .fetch_one(pool)
     .await?;
-    let (rows, bytes): (i64, i64) = (blocks.try_get("n")?, blocks.try_get("bytes")?);
-    let minutes = sqlx::query(
-        "SELECT COUNT(*) AS n, CAST(COALESCE(SUM(LENGTH(b.data)), 0) AS BIGINT) AS bytes \
-         FROM telemetry_minute_block b JOIN telemetry_series s ON s.id = b.series_id WHERE s.org_id = $1",
-    )
-    .bind(org_id)
-    .fetch_one(pool)
-    .await?;
-    let (rows, bytes): (i64, i64) = (
-        rows + minutes.try_get::<i64, _>("n")?,
-        bytes + minutes.try_get::<i64, _>("bytes")?,
-    );
+    let (rows, bytes): (i64, i64) = (packed.try_get("n")?, packed.try_get("bytes")?);
     let rollups: i64 = sqlx::query(
         "SELECT COUNT(*) AS n FROM telemetry_rollup r JOIN telemetry_series s ON s.id = r.series_id WHERE s.org_id = $1",
     )
