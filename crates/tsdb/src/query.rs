@@ -361,6 +361,8 @@ impl Queries<'_> {
         let (series, args) = series_where(org_id, f, 3);
         let mut merged: HashMap<(String, String, i64), BucketStats> = HashMap::new();
         let mut ids: Option<Vec<(i64, String, String)>> = None;
+        // The output bucket of a time: aligned to the width, or the range's start without one.
+        let bucket_of = |t: i64| bucket.map_or(f.start.millis(), |w| floor_to(t, w));
         for piece in pieces(f.start.millis(), f.end.millis(), bucket) {
             let Some((level, _)) = piece.level else {
                 // Raw edges: each series' points, summed here.
@@ -371,12 +373,8 @@ impl Queries<'_> {
                 for (id, asset, tag) in ids.iter().flatten() {
                     let points = blocks::points(&mut conn, *id, piece.lo, piece.hi).await?;
                     for (t, v) in points.ts.iter().zip(&points.values) {
-                        let b = match bucket {
-                            Some(w) => floor_to(*t, w),
-                            None => f.start.millis(),
-                        };
                         merged
-                            .entry((asset.clone(), tag.clone(), b))
+                            .entry((asset.clone(), tag.clone(), bucket_of(*t)))
                             .or_default()
                             .merge(BucketStats::of(*v));
                     }
@@ -422,21 +420,13 @@ impl Queries<'_> {
             for r in q.fetch_all(self.0).await? {
                 let (asset, tag): (String, String) =
                     (r.try_get("asset_id")?, r.try_get("tag_name")?);
-                let at = |b: i64| {
-                    if bucket.is_some() {
-                        b
-                    } else {
-                        f.start.millis()
-                    }
-                };
                 if let Some(data) = r.try_get::<Option<Vec<u8>>, _>("data")? {
                     for (start, d) in rollups::decode(&data)? {
                         if start < piece.lo || start >= piece.hi {
                             continue;
                         }
-                        let b = bucket.map_or(start, |w| floor_to(start, w));
                         merged
-                            .entry((asset.clone(), tag.clone(), at(b)))
+                            .entry((asset.clone(), tag.clone(), bucket_of(start)))
                             .or_default()
                             .merge(d);
                     }
@@ -448,8 +438,12 @@ impl Queries<'_> {
                     min: r.try_get("lo")?,
                     max: r.try_get("hi")?,
                 };
+                // Already aligned by the statement (0 without a width).
                 let b: i64 = r.try_get("b")?;
-                merged.entry((asset, tag, at(b))).or_default().merge(part);
+                merged
+                    .entry((asset, tag, bucket_of(b)))
+                    .or_default()
+                    .merge(part);
             }
         }
         let mut rows: Vec<Bucket> = merged

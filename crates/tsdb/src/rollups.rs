@@ -173,6 +173,18 @@ pub(crate) async fn unpack(tx: &mut WriteTx, sqlite: bool, hours: &[(i64, i64)])
     Ok(())
 }
 
+/// The packed minutes of a series and hour, if that hour is packed.
+async fn packed(tx: &mut WriteTx, series: i64, hour: i64) -> Result<Option<Vec<Minute>>> {
+    let row =
+        sqlx::query("SELECT data FROM telemetry_minute_block WHERE series_id = $1 AND hour = $2")
+            .bind(series)
+            .bind(hour)
+            .fetch_optional(&mut **tx)
+            .await?;
+    row.map(|r| decode(&r.try_get::<Vec<u8>, _>("data")?))
+        .transpose()
+}
+
 async fn delete(tx: &mut WriteTx, series: i64, hour: i64) -> Result<()> {
     sqlx::query("DELETE FROM telemetry_minute_block WHERE series_id = $1 AND hour = $2")
         .bind(series)
@@ -247,17 +259,9 @@ async fn pack_hour(tx: &mut WriteTx, series: i64, hour: i64) -> Result<()> {
         .collect::<std::result::Result<_, sqlx::Error>>()?;
     // A block and rows of one hour never meet (ingest unpacks first); were they to, the rows,
     // being newer, win their minutes.
-    if let Some(row) =
-        sqlx::query("SELECT data FROM telemetry_minute_block WHERE series_id = $1 AND hour = $2")
-            .bind(series)
-            .bind(hour)
-            .fetch_optional(&mut **tx)
-            .await?
-    {
-        let data: Vec<u8> = row.try_get("data")?;
+    if let Some(older) = packed(tx, series, hour).await? {
         let newer: std::collections::BTreeMap<i64, BucketStats> = minutes.into_iter().collect();
-        let mut merged: std::collections::BTreeMap<i64, BucketStats> =
-            decode(&data)?.into_iter().collect();
+        let mut merged: std::collections::BTreeMap<i64, BucketStats> = older.into_iter().collect();
         merged.extend(newer);
         minutes = merged.into_iter().collect();
     }
@@ -295,15 +299,7 @@ pub(crate) async fn delete_before(tx: &mut WriteTx, series: i64, before: i64) ->
     let mut deleted = gone as u64;
     // The block across the edge keeps its later minutes.
     let edge = window_of(before);
-    if let Some(row) =
-        sqlx::query("SELECT data FROM telemetry_minute_block WHERE series_id = $1 AND hour = $2")
-            .bind(series)
-            .bind(edge)
-            .fetch_optional(&mut **tx)
-            .await?
-    {
-        let data: Vec<u8> = row.try_get("data")?;
-        let mut minutes = decode(&data)?;
+    if let Some(mut minutes) = packed(tx, series, edge).await? {
         let before_len = minutes.len();
         minutes.retain(|(b, _)| *b >= before);
         if minutes.len() != before_len {
