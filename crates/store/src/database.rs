@@ -1,6 +1,7 @@
 //! The connection pool with the backend it talks to, and write transactions. On SQLite every
 //! write of this process passes one async write gate: SQLite has one writer at a time, and
-//! writers queuing in its busy handler slept for seconds under concurrent ingest.
+//! writers queuing in its busy handler slept for seconds under concurrent ingest. Write
+//! transactions run on one connection of their own, whose page cache then stays valid.
 
 use sqlx::AnyPool;
 
@@ -10,6 +11,9 @@ use crate::error::Result;
 #[derive(Clone, Debug)]
 pub(crate) struct Database {
     pub(crate) pool: AnyPool,
+    /// SQLite: the one connection write transactions run on (its page cache stays warm, no
+    /// other connection writing in between).
+    writer: Option<AnyPool>,
     pub(crate) backend: Backend,
     write_gate: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
@@ -40,12 +44,20 @@ impl std::ops::DerefMut for WriteTx {
 }
 
 impl Database {
-    pub(crate) fn new(pool: AnyPool, backend: Backend) -> Self {
+    pub(crate) fn new(pool: AnyPool, writer: Option<AnyPool>, backend: Backend) -> Self {
         Self {
             pool,
+            writer,
             backend,
             write_gate: Default::default(),
         }
+    }
+
+    pub(crate) async fn close(&self) {
+        if let Some(writer) = &self.writer {
+            writer.close().await;
+        }
+        self.pool.close().await;
     }
 
     /// Waits for the write gate (SQLite only).
@@ -60,7 +72,7 @@ impl Database {
     pub(crate) async fn begin_write(&self) -> Result<WriteTx> {
         let gate = self.write_guard().await;
         Ok(WriteTx {
-            tx: self.pool.begin().await?,
+            tx: self.writer.as_ref().unwrap_or(&self.pool).begin().await?,
             _gate: gate,
         })
     }

@@ -29,33 +29,20 @@ impl Store {
     pub async fn connect(url: &str) -> Result<Self> {
         let backend = backend_of(url)?;
         sqlx::any::install_default_drivers();
-        let options = AnyPoolOptions::new().acquire_timeout(Duration::from_secs(10));
+        let sqlite_url = if url.contains('?') {
+            url.to_string()
+        } else {
+            format!("{url}?mode=rwc")
+        };
         let pool = match backend {
-            Backend::Sqlite => {
-                let url = if url.contains('?') {
-                    url.to_string()
-                } else {
-                    format!("{url}?mode=rwc")
-                };
-                options
-                    .max_connections(8)
-                    .after_connect(|conn, _| {
-                        Box::pin(async move {
-                            // WAL lets readers run beside the writer and operator commands run
-                            // beside the server; synchronous=FULL makes every commit durable.
-                            sqlx::raw_sql(
-                                "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; \
-                                 PRAGMA busy_timeout=10000; PRAGMA foreign_keys=ON;",
-                            )
-                            .execute(conn)
-                            .await?;
-                            Ok(())
-                        })
-                    })
-                    .connect(&url)
+            Backend::Sqlite => sqlite_pool(&sqlite_url, 8).await?,
+            Backend::Postgres => {
+                AnyPoolOptions::new()
+                    .acquire_timeout(Duration::from_secs(10))
+                    .max_connections(16)
+                    .connect(url)
                     .await?
             }
-            Backend::Postgres => options.max_connections(16).connect(url).await?,
         };
         let cache = Arc::new(DataSourceCache::new(backend == Backend::Sqlite));
         if backend == Backend::Postgres {
@@ -78,8 +65,16 @@ impl Store {
             }
         }
         crate::migrate::run(&pool, backend).await?;
+        // On SQLite, write transactions run on one connection of their own, the pool serving
+        // reads: SQLite drops a connection's page cache whenever another connection has written
+        // since its last transaction, so writes spread over the pool each began with a cold
+        // cache (hundreds of page reads before a group's first row).
+        let writer = match backend {
+            Backend::Sqlite => Some(sqlite_pool(&sqlite_url, 1).await?),
+            Backend::Postgres => None,
+        };
         Ok(Self {
-            db: Database::new(pool, backend),
+            db: Database::new(pool, writer, backend),
             data_source_cache: cache,
             audit_writer: Default::default(),
             postgres_url: (backend == Backend::Postgres).then(|| url.into()),
@@ -131,6 +126,28 @@ impl Store {
     }
 
     pub async fn close(&self) {
-        self.pool().close().await;
+        self.db.close().await;
     }
+}
+
+/// A pool of SQLite connections to `url` with this project's settings.
+async fn sqlite_pool(url: &str, connections: u32) -> Result<sqlx::AnyPool> {
+    Ok(AnyPoolOptions::new()
+        .acquire_timeout(Duration::from_secs(10))
+        .max_connections(connections)
+        .after_connect(|conn, _| {
+            Box::pin(async move {
+                // WAL lets readers run beside the writer and operator commands run beside the
+                // server; synchronous=FULL makes every commit durable.
+                sqlx::raw_sql(
+                    "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; \
+                     PRAGMA busy_timeout=10000; PRAGMA foreign_keys=ON;",
+                )
+                .execute(conn)
+                .await?;
+                Ok(())
+            })
+        })
+        .connect(url)
+        .await?)
 }

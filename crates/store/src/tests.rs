@@ -374,3 +374,44 @@ async fn concurrent_activations_never_exceed_the_slots() {
         let _ = std::fs::remove_dir_all(d);
     }
 }
+
+/// On SQLite every write transaction runs on the same connection (its page cache stays valid
+/// between groups of ingest), whatever the readers hold meanwhile: a temporary table, which only
+/// its connection sees, is still there in the next write transaction.
+#[tokio::test]
+async fn sqlite_write_transactions_share_one_connection() {
+    let (url, dir) = crate::testing::fresh_sqlite();
+    let store = Store::connect(&url).await.unwrap();
+    let mut tx = store.begin_write().await.unwrap();
+    sqlx::query("CREATE TEMP TABLE mine (x INTEGER)")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    // Readers busy on the pool meanwhile do not move the writer elsewhere.
+    let mut readers = Vec::new();
+    for _ in 0..4 {
+        readers.push(store.pool().acquire().await.unwrap());
+    }
+    for _ in 0..3 {
+        let mut tx = store.begin_write().await.unwrap();
+        sqlx::query("INSERT INTO mine (x) VALUES (1)")
+            .execute(&mut *tx)
+            .await
+            .expect("the temporary table of the write connection");
+        tx.commit().await.unwrap();
+    }
+    drop(readers);
+    // ...and it is not one of the readers' connections.
+    let seen = sqlx::query("SELECT COUNT(*) AS n FROM sqlite_temp_master WHERE name = 'mine'")
+        .fetch_one(store.pool())
+        .await
+        .unwrap()
+        .try_get::<i64, _>("n")
+        .unwrap();
+    assert_eq!(seen, 0);
+    store.close().await;
+    if let Some(dir) = dir {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
