@@ -6,6 +6,7 @@
 
 use plantd_store::{Backend, Store};
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::block;
 use crate::blocks::{self, GRACE, NewBlock, WINDOW, window_of};
@@ -15,15 +16,33 @@ use crate::state::Shared;
 /// Head blocks an open window gathers before they are merged.
 pub(crate) const OPEN_WINDOW_BLOCKS: usize = 32;
 
-/// The sealer: a pass after each burst of ingest and every few seconds (windows close with time).
+/// A pass waits until ingest has committed nothing for this long...
+const QUIET: Duration = Duration::from_secs(1);
+/// ...or, under ingest that never pauses, until this long after the commit that woke it.
+const MAX_DELAY: Duration = Duration::from_secs(10);
+
+/// The sealer: a pass once a burst of ingest is over (at least every [`MAX_DELAY`] while it
+/// lasts) and every few seconds (windows close with time).
+///
+/// Sealing while a burst writes into the same windows (a backfill of closed hours, say) would
+/// compress a window again after each group, and pack an hour's minutes that the next group
+/// unpacks: work thrown away that also holds the write lock the groups wait for. So a pass waits
+/// for ingest to pause, as InfluxDB compacts a shard only once writes to it have gone cold.
 pub(crate) async fn run(shared: Arc<Shared>) {
     loop {
         tokio::select! {
             _ = shared.seal_wake.notified() => {}
-            _ = tokio::time::sleep(std::time::Duration::from_secs(5)) => {}
+            _ = tokio::time::sleep(Duration::from_secs(5)) => {}
         }
-        // Let the groups of a burst commit first.
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        let deadline = tokio::time::Instant::now() + MAX_DELAY;
+        loop {
+            let until = (tokio::time::Instant::now() + QUIET).min(deadline);
+            match tokio::time::timeout_at(until, shared.seal_wake.notified()).await {
+                // Another commit: wait again, unless the pass is overdue.
+                Ok(()) if tokio::time::Instant::now() < deadline => {}
+                _ => break,
+            }
+        }
         let now = plantd_model::Timestamp::now().millis();
         if let Err(e) = seal_pending(&shared.store, now).await {
             tracing::warn!(error = %plantd_model::error_chain(&e), "sealing telemetry blocks failed; will try again");
