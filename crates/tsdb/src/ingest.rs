@@ -378,8 +378,9 @@ impl Shared {
         let mut below: Buckets = rows
             .iter()
             .map(|((s, t), (v, _))| {
-                let delta = (!replaced.contains(&(*s, *t))).then(|| BucketStats::of(*v));
-                (*s, *t, delta)
+                // (Most groups replace nothing: no lookup per point then.)
+                let new = replaced.is_empty() || !replaced.contains(&(*s, *t));
+                (*s, *t, new.then(|| BucketStats::of(*v)))
             })
             .collect();
         let mut source_width = 1;

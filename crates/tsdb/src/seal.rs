@@ -18,11 +18,15 @@ pub(crate) const OPEN_WINDOW_BLOCKS: usize = 32;
 
 /// A pass waits until ingest has committed nothing for this long...
 const QUIET: Duration = Duration::from_secs(1);
-/// ...or, under ingest that never pauses, until this long after the commit that woke it.
+/// ...or, under ingest that never pauses, until this long after the commit that woke it...
 const MAX_DELAY: Duration = Duration::from_secs(10);
+/// ...or until this many more commits, so that a series written by every commit of a fast
+/// stream gathers at most this many head blocks beyond [`OPEN_WINDOW_BLOCKS`] in its window.
+const MAX_COMMITS: usize = 128;
 
-/// The sealer: a pass once a burst of ingest is over (at least every [`MAX_DELAY`] while it
-/// lasts) and every few seconds (windows close with time).
+/// The sealer: a pass once a burst of ingest is over (while it lasts, at least every
+/// [`MAX_DELAY`] and every [`MAX_COMMITS`] commits) and every few seconds (windows close with
+/// time).
 ///
 /// Sealing while a burst writes into the same windows (a backfill of closed hours, say) would
 /// compress a window again after each group, and pack an hour's minutes that the next group
@@ -35,11 +39,14 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             _ = tokio::time::sleep(Duration::from_secs(5)) => {}
         }
         let deadline = tokio::time::Instant::now() + MAX_DELAY;
+        let mut commits = 1;
         loop {
             let until = (tokio::time::Instant::now() + QUIET).min(deadline);
             match tokio::time::timeout_at(until, shared.seal_wake.notified()).await {
-                // Another commit: wait again, unless the pass is overdue.
-                Ok(()) if tokio::time::Instant::now() < deadline => {}
+                // Another commit: wait again, unless the pass is due.
+                Ok(()) if commits < MAX_COMMITS && tokio::time::Instant::now() < deadline => {
+                    commits += 1;
+                }
                 _ => break,
             }
         }
