@@ -702,3 +702,44 @@ async fn an_open_window_merges_its_head_blocks_without_sealing_them() {
         let _ = std::fs::remove_dir_all(d);
     }
 }
+
+/// The pass the sealer runs every 128 commits under ingest that never pauses merges only the
+/// windows crowded with head blocks: a window with few head blocks stays as it is and no
+/// minutes are packed, even where the window and hour are closed; the full pass does the rest.
+/// (The background sealer sees these windows open, so it can only do what the first pass does.)
+#[tokio::test]
+async fn the_pass_between_commits_merges_only_crowded_windows() {
+    let (tsdb, store, org, dir) = fresh(Retention::default()).await;
+    let now = Timestamp::now().millis();
+    let hour = now - now.rem_euclid(HOUR);
+    let mut expected: BTreeMap<i64, f64> = BTreeMap::new();
+    for i in 0..40 {
+        let t = hour + i * 10;
+        expected.insert(t, i as f64 / 8.0);
+        tsdb.ingest(&org, points("P", [(t, i as f64 / 8.0)]), None)
+            .await
+            .unwrap();
+    }
+    for i in 0..3 {
+        tsdb.ingest(&org, points("Q", [(hour + i * 10, 1.0)]), None)
+            .await
+            .unwrap();
+    }
+    // As if two hours later: both windows and their hour are closed.
+    let later = hour + 2 * HOUR;
+    crate::seal::merge_crowded(&store, later).await.unwrap();
+    assert_eq!(
+        block_count(&store).await,
+        (4, 3),
+        "P merged and sealed, Q's 3 heads kept"
+    );
+    assert_eq!(minute_state(&store).await.0, 0, "no minutes packed");
+    assert_raw_equals(&tsdb, &org, &expected, hour, hour + HOUR).await;
+    tsdb.seal_at(Timestamp::from_millis(later)).await.unwrap();
+    assert_eq!(block_count(&store).await, (2, 0));
+    assert_eq!(minute_state(&store).await.0, 2, "both series' hours packed");
+    assert_raw_equals(&tsdb, &org, &expected, hour, hour + HOUR).await;
+    if let Some(d) = dir {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
