@@ -202,11 +202,49 @@ pub(crate) struct NewBlock {
     pub sealed: bool,
 }
 
+/// A block encoded, ready to write.
+pub(crate) struct EncodedBlock {
+    series: i64,
+    start: i64,
+    end: i64,
+    count: i64,
+    sealed: bool,
+    data: Vec<u8>,
+}
+
+impl NewBlock {
+    /// The block's bytes: sealed ones compressed, head ones plain while small.
+    pub(crate) fn encode(&self) -> Result<EncodedBlock> {
+        let c = &self.columns;
+        Ok(EncodedBlock {
+            series: self.series,
+            start: c.ts[0],
+            end: c.ts[c.len() - 1],
+            count: c.len() as i64,
+            sealed: self.sealed,
+            data: block::encode(c, self.sealed)?,
+        })
+    }
+}
+
 /// Writes blocks: sealed ones compressed, head ones plain while small.
 pub(crate) async fn insert(
     conn: &mut AnyConnection,
     sqlite: bool,
     blocks: &[NewBlock],
+) -> Result<()> {
+    let encoded = blocks
+        .iter()
+        .map(NewBlock::encode)
+        .collect::<Result<Vec<_>>>()?;
+    insert_encoded(conn, sqlite, &encoded).await
+}
+
+/// Writes blocks encoded beforehand.
+pub(crate) async fn insert_encoded(
+    conn: &mut AnyConnection,
+    sqlite: bool,
+    blocks: &[EncodedBlock],
 ) -> Result<()> {
     const PER_STATEMENT: usize = 100;
     for chunk in blocks.chunks(PER_STATEMENT) {
@@ -218,14 +256,13 @@ pub(crate) async fn insert(
         });
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
         for b in chunk {
-            let c = &b.columns;
             q = q
                 .bind(b.series)
-                .bind(c.ts[0])
-                .bind(c.ts[c.len() - 1])
-                .bind(c.len() as i64)
+                .bind(b.start)
+                .bind(b.end)
+                .bind(b.count)
                 .bind(i16::from(b.sealed))
-                .bind(block::encode(c, b.sealed)?);
+                .bind(b.data.as_slice());
         }
         q.execute(&mut *conn).await?;
     }
@@ -253,14 +290,17 @@ pub(crate) async fn delete_span(
 
 /// Rewrites what a background pass finds due: `due_sql` lists `(org_id, series_id, w)` (a
 /// series and window or hour), binding `binds` and then the limit of rows per read, which is
-/// read again while it comes back full. `work` runs on each, [`DUE_PER_TX`] to a transaction
-/// holding their organizations' locks, so that ingest waits for the write lock only briefly.
-/// Returns how many were rewritten.
-pub(crate) async fn rewrite_due(
+/// read again while it comes back full. `prepare` runs on each outside any transaction (reads
+/// and computing that need not hold the write lock), then `work` with what it prepared,
+/// [`DUE_PER_TX`] to a transaction holding their organizations' locks, so that ingest waits for
+/// the write lock only briefly. `work` returns whether it rewrote (it may find that ingest
+/// changed what was prepared, and leave it to a later pass). Returns how many were rewritten.
+pub(crate) async fn rewrite_due<P: Send + 'static>(
     store: &plantd_store::Store,
     due_sql: String,
     binds: Vec<i64>,
-    mut work: impl FnMut(&mut plantd_store::WriteTx, i64, i64) -> Rewrite<'_> + Send,
+    mut prepare: impl FnMut(i64, i64) -> Prepare<P> + Send,
+    mut work: impl FnMut(&mut plantd_store::WriteTx, i64, i64, P) -> Rewrite<'_> + Send,
 ) -> Result<usize> {
     let sqlite = store.backend() == plantd_store::Backend::Sqlite;
     let mut done = 0;
@@ -281,26 +321,37 @@ pub(crate) async fn rewrite_due(
                 ))
             })
             .collect::<std::result::Result<_, sqlx::Error>>()?;
+        let mut rewritten = 0;
         for chunk in due.chunks(DUE_PER_TX) {
+            let mut prepared = Vec::with_capacity(chunk.len());
+            for (_, series, w) in chunk {
+                prepared.push(prepare(*series, *w).await?);
+            }
             let mut tx = store.begin_write().await?;
             if !sqlite {
                 lock_orgs(&mut tx, chunk.iter().map(|(o, _, _)| o.as_str())).await?;
             }
-            for (_, series, w) in chunk {
-                work(&mut tx, *series, *w).await?;
+            for ((_, series, w), p) in chunk.iter().zip(prepared) {
+                if work(&mut tx, *series, *w, p).await? {
+                    rewritten += 1;
+                }
             }
             tx.commit().await?;
-            done += chunk.len();
         }
-        if !full || due.is_empty() {
+        done += rewritten;
+        // A page whose every entry was left to a later pass would come back the same.
+        if !full || due.is_empty() || rewritten == 0 {
             return Ok(done);
         }
     }
 }
 
-/// The rewrite of one due series-window, in the pass's transaction.
+/// What a background pass prepares for one due series-window, outside the write lock.
+pub(crate) type Prepare<P> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<P>> + Send>>;
+
+/// The rewrite of one due series-window, in the pass's transaction: whether it rewrote.
 pub(crate) type Rewrite<'t> =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + Send + 't>>;
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<bool>> + Send + 't>>;
 
 /// Series-windows rewritten per transaction by a background pass.
 const DUE_PER_TX: usize = 64;

@@ -226,9 +226,18 @@ pub(crate) async fn pack_due(store: &Store, now: i64) -> Result<usize> {
          JOIN telemetry_series s ON s.id = r.series_id WHERE r.level = 1 AND r.bucket < $1 \
          GROUP BY s.org_id, r.series_id, (r.bucket / {HOUR}) * {HOUR} LIMIT $2"
     );
-    blocks::rewrite_due(store, due, vec![closed_before], |tx, series, hour| {
-        Box::pin(pack_hour(tx, series, hour))
-    })
+    blocks::rewrite_due(
+        store,
+        due,
+        vec![closed_before],
+        |_, _| Box::pin(async { Ok(()) }),
+        |tx, series, hour, ()| {
+            Box::pin(async move {
+                pack_hour(tx, series, hour).await?;
+                Ok(true)
+            })
+        },
+    )
     .await
 }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::block;
-use crate::blocks::{self, GRACE, NewBlock, WINDOW, window_of};
+use crate::blocks::{self, EncodedBlock, GRACE, NewBlock, WINDOW, window_of};
 use crate::error::Result;
 use crate::state::Shared;
 
@@ -20,51 +20,31 @@ pub(crate) const OPEN_WINDOW_BLOCKS: usize = 32;
 const QUIET: Duration = Duration::from_secs(1);
 /// ...or, under ingest that never pauses, at most this long.
 const MAX_DELAY: Duration = Duration::from_secs(10);
-/// Meanwhile, every this many commits, windows that have gathered [`OPEN_WINDOW_BLOCKS`] head
-/// blocks are merged (and nothing else), so that a series written by every commit of a fast
-/// stream keeps a bounded head.
-const MAX_COMMITS: usize = 128;
 
-/// The sealer: a full pass once a burst of ingest is over, at least every [`MAX_DELAY`] while
-/// it lasts, and every few seconds (windows close with time); a pass over crowded windows only
-/// every [`MAX_COMMITS`] commits in between.
+/// The sealer: a pass once a burst of ingest is over (at least every [`MAX_DELAY`] while it
+/// lasts) and every few seconds (windows close with time).
 ///
 /// Sealing while a burst writes into the same windows (a backfill of closed hours, say) would
 /// compress a window again after each group, and pack an hour's minutes that the next group
-/// unpacks: work thrown away that also holds the write lock the groups wait for. So a full pass
-/// waits for ingest to pause, as InfluxDB compacts a shard only once writes to it have gone
-/// cold.
+/// unpacks: work thrown away that also holds the write lock the groups wait for. So a pass waits
+/// for ingest to pause, as InfluxDB compacts a shard only once writes to it have gone cold.
 pub(crate) async fn run(shared: Arc<Shared>) {
-    // When the next full pass is due under ingest that never pauses.
-    let mut full_due: Option<tokio::time::Instant> = None;
     loop {
         tokio::select! {
             _ = shared.seal_wake.notified() => {}
             _ = tokio::time::sleep(Duration::from_secs(5)) => {}
         }
-        let deadline = *full_due.get_or_insert_with(|| tokio::time::Instant::now() + MAX_DELAY);
-        let mut commits = 1;
-        let full = loop {
+        let deadline = tokio::time::Instant::now() + MAX_DELAY;
+        loop {
             let until = (tokio::time::Instant::now() + QUIET).min(deadline);
             match tokio::time::timeout_at(until, shared.seal_wake.notified()).await {
-                // Another commit: wait on, unless a pass is due.
-                Ok(()) if tokio::time::Instant::now() < deadline => {
-                    commits += 1;
-                    if commits >= MAX_COMMITS {
-                        break false;
-                    }
-                }
-                _ => break true,
+                // Another commit: wait on, unless the pass is overdue.
+                Ok(()) if tokio::time::Instant::now() < deadline => {}
+                _ => break,
             }
-        };
+        }
         let now = plantd_model::Timestamp::now().millis();
-        let outcome = if full {
-            full_due = None;
-            seal_pending(&shared.store, now).await
-        } else {
-            merge_crowded(&shared.store, now).await
-        };
-        if let Err(e) = outcome {
+        if let Err(e) = seal_pending(&shared.store, now).await {
             tracing::warn!(error = %plantd_model::error_chain(&e), "sealing telemetry blocks failed; will try again");
         }
     }
@@ -73,27 +53,10 @@ pub(crate) async fn run(shared: Arc<Shared>) {
 /// Seals every window that is due at `now` and packs the minute rollups of the closed hours;
 /// returns how many windows and hours were rewritten.
 pub(crate) async fn seal_pending(store: &Store, now: i64) -> Result<usize> {
+    let sqlite = store.backend() == Backend::Sqlite;
     // A window is closed when `window + WINDOW + GRACE <= now`: its blocks start before the
     // end of the newest closed window.
     let closed_before = window_of(now - WINDOW - GRACE) + WINDOW;
-    let mut sealed = merge_windows(store, now, closed_before).await?;
-    // The closed hours' minute rollups, packed the same way.
-    sealed += crate::rollups::pack_due(store, now).await?;
-    give_back(store, sealed).await?;
-    Ok(sealed)
-}
-
-/// Merges only the windows that have gathered [`OPEN_WINDOW_BLOCKS`] head blocks.
-pub(crate) async fn merge_crowded(store: &Store, now: i64) -> Result<usize> {
-    let merged = merge_windows(store, now, i64::MIN).await?;
-    give_back(store, merged).await?;
-    Ok(merged)
-}
-
-/// Merges the head blocks of the windows holding [`OPEN_WINDOW_BLOCKS`] of them or starting
-/// before `closed_before`.
-async fn merge_windows(store: &Store, now: i64, closed_before: i64) -> Result<usize> {
-    let sqlite = store.backend() == Backend::Sqlite;
     // The due windows, counted by the database over the partial index of the head: an open
     // window with few head blocks costs nothing here, however many there are.
     let due = format!(
@@ -103,10 +66,34 @@ async fn merge_windows(store: &Store, now: i64, closed_before: i64) -> Result<us
          HAVING COUNT(*) >= $1 OR MAX(b.start_ts) < $2 LIMIT $3"
     );
     let binds = vec![OPEN_WINDOW_BLOCKS as i64, closed_before];
-    blocks::rewrite_due(store, due, binds, |tx, series, window| {
-        Box::pin(seal_window(tx, sqlite, series, window, closed(window, now)))
-    })
-    .await
+    // The blocks are read, merged and compressed outside the write lock (compressing a busy
+    // window takes tens of milliseconds); under it, the window is read again and rewritten
+    // only if nothing changed meanwhile.
+    let reader = store.clone();
+    let mut sealed = blocks::rewrite_due(
+        store,
+        due,
+        binds,
+        move |series, window| {
+            let store = reader.clone();
+            Box::pin(async move { prepare(&store, series, window, closed(window, now)).await })
+        },
+        |tx, series, window, merge| {
+            Box::pin(seal_window(
+                tx,
+                sqlite,
+                series,
+                window,
+                closed(window, now),
+                merge,
+            ))
+        },
+    )
+    .await?;
+    // The closed hours' minute rollups, packed the same way.
+    sealed += crate::rollups::pack_due(store, now).await?;
+    give_back(store, sealed).await?;
+    Ok(sealed)
 }
 
 /// After blocks were rewritten, gives the freed pages back to the file system (a SQLite file
@@ -127,20 +114,76 @@ fn closed(window: i64, now: i64) -> bool {
     window + WINDOW + GRACE <= now
 }
 
-/// Merges one window's blocks into one (compressed, and sealed when the window is closed).
-async fn seal_window(
+/// A window's blocks as read outside the write lock (start and bytes of each, by time) and the
+/// block they merge into (`None` when they are one compressed block already).
+pub(crate) struct Merge {
+    read: Vec<(i64, Vec<u8>)>,
+    into: Option<EncodedBlock>,
+}
+
+/// Reads a window's blocks and merges them into one block, compressed, off the runtime's
+/// threads.
+pub(crate) async fn prepare(
+    store: &Store,
+    series: i64,
+    window: i64,
+    closed: bool,
+) -> Result<Merge> {
+    let mut conn = store.pool().acquire().await?;
+    let stored = blocks::of_window(&mut conn, series, window).await?;
+    drop(conn);
+    let merge = tokio::task::spawn_blocking(move || -> Result<Merge> {
+        let into = match stored.as_slice() {
+            [] => None,
+            [only] if block::is_compressed(&only.data) => None,
+            _ => {
+                let mut columns = block::Columns::default();
+                for b in &stored {
+                    columns.extend(b.columns()?);
+                }
+                let new = NewBlock {
+                    series,
+                    columns,
+                    sealed: closed,
+                };
+                Some(new.encode()?)
+            }
+        };
+        Ok(Merge {
+            read: stored.into_iter().map(|b| (b.start, b.data)).collect(),
+            into,
+        })
+    })
+    .await
+    .map_err(|e| crate::error::TsdbError::Block(format!("merging a window stopped: {e}")))??;
+    Ok(merge)
+}
+
+/// Replaces one window's blocks with the block they were merged into (compressed, and sealed
+/// when the window is closed), unless ingest changed them since they were read: then a later
+/// pass merges them. Returns whether it rewrote.
+pub(crate) async fn seal_window(
     tx: &mut plantd_store::WriteTx,
     sqlite: bool,
     series: i64,
     window: i64,
     closed: bool,
-) -> Result<()> {
+    merge: Merge,
+) -> Result<bool> {
     let stored = blocks::of_window(tx, series, window).await?;
+    let unchanged = stored.len() == merge.read.len()
+        && stored
+            .iter()
+            .zip(&merge.read)
+            .all(|(b, (start, data))| b.start == *start && b.data == *data);
     let (Some(first), Some(last)) = (stored.first(), stored.last()) else {
-        return Ok(());
+        return Ok(false);
     };
-    if stored.len() == 1 && block::is_compressed(&first.data) {
-        if closed {
+    if !unchanged {
+        return Ok(false);
+    }
+    match merge.into {
+        None if closed && !first.sealed => {
             sqlx::query(
                 "UPDATE telemetry_block SET sealed = 1 WHERE series_id = $1 AND start_ts = $2",
             )
@@ -148,22 +191,13 @@ async fn seal_window(
             .bind(first.start)
             .execute(&mut **tx)
             .await?;
+            Ok(true)
         }
-        return Ok(());
+        None => Ok(false),
+        Some(block) => {
+            blocks::delete_span(tx, series, first.start, last.start).await?;
+            blocks::insert_encoded(tx, sqlite, &[block]).await?;
+            Ok(true)
+        }
     }
-    let mut columns = block::Columns::default();
-    for b in &stored {
-        columns.extend(b.columns()?);
-    }
-    blocks::delete_span(tx, series, first.start, last.start).await?;
-    blocks::insert(
-        tx,
-        sqlite,
-        &[NewBlock {
-            series,
-            columns,
-            sealed: closed,
-        }],
-    )
-    .await
 }

@@ -703,41 +703,64 @@ async fn an_open_window_merges_its_head_blocks_without_sealing_them() {
     }
 }
 
-/// The pass the sealer runs every 128 commits under ingest that never pauses merges only the
-/// windows crowded with head blocks: a window with few head blocks stays as it is and no
-/// minutes are packed, even where the window and hour are closed; the full pass does the rest.
-/// (The background sealer sees these windows open, so it can only do what the first pass does.)
+/// Sealing merges a window outside the write lock, then rewrites it only if ingest changed
+/// nothing meanwhile: a point replaced in between (same blocks, same bounds, another value) or a
+/// point added leaves the window to a later pass, and nothing written meanwhile is lost.
 #[tokio::test]
-async fn the_pass_between_commits_merges_only_crowded_windows() {
+async fn a_window_changed_while_it_was_merged_is_left_to_the_next_pass() {
     let (tsdb, store, org, dir) = fresh(Retention::default()).await;
     let now = Timestamp::now().millis();
     let hour = now - now.rem_euclid(HOUR);
     let mut expected: BTreeMap<i64, f64> = BTreeMap::new();
-    for i in 0..40 {
+    for i in 0..5 {
         let t = hour + i * 10;
-        expected.insert(t, i as f64 / 8.0);
-        tsdb.ingest(&org, points("P", [(t, i as f64 / 8.0)]), None)
+        expected.insert(t, i as f64);
+        tsdb.ingest(&org, points("P", [(t, i as f64)]), None)
             .await
             .unwrap();
     }
-    for i in 0..3 {
-        tsdb.ingest(&org, points("Q", [(hour + i * 10, 1.0)]), None)
+    let series: i64 = {
+        use sqlx::Row;
+        sqlx::query("SELECT id FROM telemetry_series WHERE asset_id = 'P'")
+            .fetch_one(store.pool())
             .await
-            .unwrap();
-    }
-    // As if two hours later: both windows and their hour are closed.
+            .unwrap()
+            .try_get("id")
+            .unwrap()
+    };
+    let sqlite = store.backend() == plantd_store::Backend::Sqlite;
     let later = hour + 2 * HOUR;
-    crate::seal::merge_crowded(&store, later).await.unwrap();
-    assert_eq!(
-        block_count(&store).await,
-        (4, 3),
-        "P merged and sealed, Q's 3 heads kept"
+    for change in [(hour + 20, 42.5), (hour + 25, 7.25)] {
+        // Merged as of two hours later, then a point replaced (then added) before the rewrite.
+        let merge = crate::seal::prepare(&store, series, hour, true)
+            .await
+            .unwrap();
+        tsdb.ingest(&org, points("P", [change]), None)
+            .await
+            .unwrap();
+        expected.insert(change.0, change.1);
+        let mut tx = store.begin_write().await.unwrap();
+        let rewrote = crate::seal::seal_window(&mut tx, sqlite, series, hour, true, merge)
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        assert!(!rewrote, "the stale merge of {change:?} was not written");
+        assert_raw_equals(&tsdb, &org, &expected, hour, hour + HOUR).await;
+    }
+    // Unchanged since it was read: rewritten, the same points.
+    let merge = crate::seal::prepare(&store, series, hour, true)
+        .await
+        .unwrap();
+    let mut tx = store.begin_write().await.unwrap();
+    assert!(
+        crate::seal::seal_window(&mut tx, sqlite, series, hour, true, merge)
+            .await
+            .unwrap()
     );
-    assert_eq!(minute_state(&store).await.0, 0, "no minutes packed");
+    tx.commit().await.unwrap();
+    assert_eq!(block_count(&store).await, (1, 0));
     assert_raw_equals(&tsdb, &org, &expected, hour, hour + HOUR).await;
     tsdb.seal_at(Timestamp::from_millis(later)).await.unwrap();
-    assert_eq!(block_count(&store).await, (2, 0));
-    assert_eq!(minute_state(&store).await.0, 2, "both series' hours packed");
     assert_raw_equals(&tsdb, &org, &expected, hour, hour + HOUR).await;
     if let Some(d) = dir {
         let _ = std::fs::remove_dir_all(d);
