@@ -212,6 +212,13 @@ pub(crate) struct EncodedBlock {
     data: Vec<u8>,
 }
 
+impl EncodedBlock {
+    /// Its bytes' length.
+    pub(crate) fn len(&self) -> usize {
+        self.data.len()
+    }
+}
+
 impl NewBlock {
     /// The block's bytes: sealed ones compressed, head ones plain while small.
     pub(crate) fn encode(&self) -> Result<EncodedBlock> {
@@ -291,10 +298,11 @@ pub(crate) async fn delete_span(
 /// Rewrites what a background pass finds due: `due_sql` lists `(org_id, series_id, w)` (a
 /// series and window or hour), binding `binds` and then the limit of rows per read, which is
 /// read again while it comes back full. `prepare` runs on each outside any transaction (reads
-/// and computing that need not hold the write lock), then `work` with what it prepared,
-/// [`DUE_PER_TX`] to a transaction holding their organizations' locks, so that ingest waits for
-/// the write lock only briefly. `work` returns whether it rewrote (it may find that ingest
-/// changed what was prepared, and leave it to a later pass). Returns how many were rewritten.
+/// and computing that need not hold the write lock) and tells how many bytes what it prepared
+/// holds; then `work` runs with it, up to [`DUE_PER_TX`] (or [`PREPARED_BYTES`]) to a
+/// transaction holding their organizations' locks, so that ingest waits for the write lock only
+/// briefly. `work` returns whether it rewrote (it may find that ingest changed what was
+/// prepared, and leave it to a later pass). Returns how many were rewritten.
 pub(crate) async fn rewrite_due<P: Send + 'static>(
     store: &plantd_store::Store,
     due_sql: String,
@@ -302,7 +310,6 @@ pub(crate) async fn rewrite_due<P: Send + 'static>(
     mut prepare: impl FnMut(i64, i64) -> Prepare<P> + Send,
     mut work: impl FnMut(&mut plantd_store::WriteTx, i64, i64, P) -> Rewrite<'_> + Send,
 ) -> Result<usize> {
-    let sqlite = store.backend() == plantd_store::Backend::Sqlite;
     let mut done = 0;
     loop {
         let mut q = sqlx::query(sqlx::AssertSqlSafe(due_sql.clone()));
@@ -322,21 +329,19 @@ pub(crate) async fn rewrite_due<P: Send + 'static>(
             })
             .collect::<std::result::Result<_, sqlx::Error>>()?;
         let mut rewritten = 0;
-        for chunk in due.chunks(DUE_PER_TX) {
-            let mut prepared = Vec::with_capacity(chunk.len());
-            for (_, series, w) in chunk {
-                prepared.push(prepare(*series, *w).await?);
+        let mut batch = Vec::new();
+        let mut held = 0;
+        for (org, series, w) in &due {
+            let (p, bytes) = prepare(*series, *w).await?;
+            batch.push((org.as_str(), *series, *w, p));
+            held += bytes;
+            if batch.len() == DUE_PER_TX || held >= PREPARED_BYTES {
+                rewritten += apply(store, std::mem::take(&mut batch), &mut work).await?;
+                held = 0;
             }
-            let mut tx = store.begin_write().await?;
-            if !sqlite {
-                lock_orgs(&mut tx, chunk.iter().map(|(o, _, _)| o.as_str())).await?;
-            }
-            for ((_, series, w), p) in chunk.iter().zip(prepared) {
-                if work(&mut tx, *series, *w, p).await? {
-                    rewritten += 1;
-                }
-            }
-            tx.commit().await?;
+        }
+        if !batch.is_empty() {
+            rewritten += apply(store, batch, &mut work).await?;
         }
         done += rewritten;
         // A page whose every entry was left to a later pass would come back the same.
@@ -346,13 +351,38 @@ pub(crate) async fn rewrite_due<P: Send + 'static>(
     }
 }
 
-/// What a background pass prepares for one due series-window, outside the write lock.
-pub(crate) type Prepare<P> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<P>> + Send>>;
+/// Runs `work` on what was prepared, in one transaction holding the organizations' locks;
+/// returns how many were rewritten.
+async fn apply<P>(
+    store: &plantd_store::Store,
+    batch: Vec<(&str, i64, i64, P)>,
+    work: &mut (impl FnMut(&mut plantd_store::WriteTx, i64, i64, P) -> Rewrite<'_> + Send),
+) -> Result<usize> {
+    let mut tx = store.begin_write().await?;
+    if store.backend() == plantd_store::Backend::Postgres {
+        lock_orgs(&mut tx, batch.iter().map(|(o, _, _, _)| *o)).await?;
+    }
+    let mut rewritten = 0;
+    for (_, series, w, p) in batch {
+        if work(&mut tx, series, w, p).await? {
+            rewritten += 1;
+        }
+    }
+    tx.commit().await?;
+    Ok(rewritten)
+}
+
+/// What a background pass prepares for one due series-window, outside the write lock, with the
+/// bytes it holds.
+pub(crate) type Prepare<P> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(P, usize)>> + Send>>;
 
 /// The rewrite of one due series-window, in the pass's transaction: whether it rewrote.
 pub(crate) type Rewrite<'t> =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<bool>> + Send + 't>>;
 
+/// Bytes a pass holds prepared before it writes them (one window more may exceed it).
+const PREPARED_BYTES: usize = 16 << 20;
 /// Series-windows rewritten per transaction by a background pass.
 const DUE_PER_TX: usize = 64;
 /// Due series-windows read per query (a pass reads again while there are more).

@@ -230,7 +230,7 @@ pub(crate) async fn pack_due(store: &Store, now: i64) -> Result<usize> {
         store,
         due,
         vec![closed_before],
-        |_, _| Box::pin(async { Ok(()) }),
+        |_, _| Box::pin(async { Ok(((), 0)) }),
         |tx, series, hour, ()| {
             Box::pin(async move {
                 pack_hour(tx, series, hour).await?;

@@ -76,7 +76,11 @@ pub(crate) async fn seal_pending(store: &Store, now: i64) -> Result<usize> {
         binds,
         move |series, window| {
             let store = reader.clone();
-            Box::pin(async move { prepare(&store, series, window, closed(window, now)).await })
+            Box::pin(async move {
+                let merge = prepare(&store, series, window, closed(window, now)).await?;
+                let bytes = merge.bytes();
+                Ok((merge, bytes))
+            })
         },
         |tx, series, window, merge| {
             Box::pin(seal_window(
@@ -119,6 +123,14 @@ fn closed(window: i64, now: i64) -> bool {
 pub(crate) struct Merge {
     read: Vec<(i64, Vec<u8>)>,
     into: Option<EncodedBlock>,
+}
+
+impl Merge {
+    /// The bytes it holds.
+    fn bytes(&self) -> usize {
+        let read: usize = self.read.iter().map(|(_, d)| d.len()).sum();
+        read + self.into.as_ref().map_or(0, EncodedBlock::len)
+    }
 }
 
 /// Reads a window's blocks and merges them into one block, compressed, off the runtime's
