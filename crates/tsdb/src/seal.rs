@@ -82,46 +82,34 @@ pub(crate) async fn seal_pending(store: &Store, now: i64) -> Result<usize> {
                 Ok((merge, bytes))
             })
         },
-        |tx, series, window, merge| {
-            Box::pin(seal_window(
-                tx,
-                sqlite,
-                series,
-                window,
-                closed(window, now),
-                merge,
-            ))
-        },
+        |tx, series, window, merge| Box::pin(seal_window(tx, sqlite, series, window, merge)),
     )
     .await?;
     // The closed hours' minute rollups, packed the same way.
     sealed += crate::rollups::pack_due(store, now).await?;
-    give_back(store, sealed).await?;
-    Ok(sealed)
-}
-
-/// After blocks were rewritten, gives the freed pages back to the file system (a SQLite file
-/// created with auto_vacuum; a no-op on older files, whose free pages are reused instead).
-async fn give_back(store: &Store, rewritten: usize) -> Result<()> {
-    if rewritten > 0 && store.backend() == Backend::Sqlite {
-        // On the write connection, whose page cache another connection's write would void.
+    if sealed > 0 && sqlite {
+        // Give the pages of the merged head blocks back to the file system (a file created
+        // with auto_vacuum; a no-op on older files, whose free pages are reused instead), on
+        // the write connection, whose page cache another connection's write would void.
         let mut tx = store.begin_write().await?;
         sqlx::query("PRAGMA incremental_vacuum")
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
     }
-    Ok(())
+    Ok(sealed)
 }
 
 fn closed(window: i64, now: i64) -> bool {
     window + WINDOW + GRACE <= now
 }
 
-/// A window's blocks as read outside the write lock (start and bytes of each, by time) and the
-/// block they merge into (`None` when they are one compressed block already).
+/// A window's blocks as read outside the write lock (start and bytes of each, by time), whether
+/// the window was closed, and the block they merge into (`None` when they are one compressed
+/// block already).
 pub(crate) struct Merge {
     read: Vec<(i64, Vec<u8>)>,
+    closed: bool,
     into: Option<EncodedBlock>,
 }
 
@@ -163,6 +151,7 @@ pub(crate) async fn prepare(
         };
         Ok(Merge {
             read: stored.into_iter().map(|b| (b.start, b.data)).collect(),
+            closed,
             into,
         })
     })
@@ -172,14 +161,13 @@ pub(crate) async fn prepare(
 }
 
 /// Replaces one window's blocks with the block they were merged into (compressed, and sealed
-/// when the window is closed), unless ingest changed them since they were read: then a later
+/// when the window was closed), unless ingest changed them since they were read: then a later
 /// pass merges them. Returns whether it rewrote.
 pub(crate) async fn seal_window(
     tx: &mut plantd_store::WriteTx,
     sqlite: bool,
     series: i64,
     window: i64,
-    closed: bool,
     merge: Merge,
 ) -> Result<bool> {
     let stored = blocks::of_window(tx, series, window).await?;
@@ -188,14 +176,11 @@ pub(crate) async fn seal_window(
             .iter()
             .zip(&merge.read)
             .all(|(b, (start, data))| b.start == *start && b.data == *data);
-    let (Some(first), Some(last)) = (stored.first(), stored.last()) else {
+    let (true, Some(first), Some(last)) = (unchanged, stored.first(), stored.last()) else {
         return Ok(false);
     };
-    if !unchanged {
-        return Ok(false);
-    }
     match merge.into {
-        None if closed && !first.sealed => {
+        None if merge.closed && !first.sealed => {
             sqlx::query(
                 "UPDATE telemetry_block SET sealed = 1 WHERE series_id = $1 AND start_ts = $2",
             )

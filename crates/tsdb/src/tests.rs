@@ -740,7 +740,7 @@ async fn a_window_changed_while_it_was_merged_is_left_to_the_next_pass() {
             .unwrap();
         expected.insert(change.0, change.1);
         let mut tx = store.begin_write().await.unwrap();
-        let rewrote = crate::seal::seal_window(&mut tx, sqlite, series, hour, true, merge)
+        let rewrote = crate::seal::seal_window(&mut tx, sqlite, series, hour, merge)
             .await
             .unwrap();
         tx.commit().await.unwrap();
@@ -753,7 +753,7 @@ async fn a_window_changed_while_it_was_merged_is_left_to_the_next_pass() {
         .unwrap();
     let mut tx = store.begin_write().await.unwrap();
     assert!(
-        crate::seal::seal_window(&mut tx, sqlite, series, hour, true, merge)
+        crate::seal::seal_window(&mut tx, sqlite, series, hour, merge)
             .await
             .unwrap()
     );
