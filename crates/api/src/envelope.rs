@@ -67,3 +67,33 @@ pub fn page_in_memory<T>(page: Page, all: Vec<T>) -> Paged<T> {
         .collect();
     Paged { items, total }
 }
+
+/// Declares the query parameters of a list route with the pagination parameters every list
+/// takes (`page`, `per_page`), and `page()`, which checks them:
+/// `paged_query! { pub struct AlertQuery { pub status: Option<AlertStatus>, } }`.
+macro_rules! paged_query {
+    ($(#[$attr:meta])* pub struct $name:ident { $($(#[$fattr:meta])* pub $field:ident: $ty:ty,)* }) => {
+        $(#[$attr])*
+        #[derive(serde::Deserialize, utoipa::IntoParams)]
+        #[into_params(parameter_in = Query)]
+        pub struct $name {
+            $($(#[$fattr])* pub $field: $ty,)*
+            /// Page number, from 1 (default 1).
+            #[param(minimum = 1, maximum = 4294967295_i64)]
+            #[serde(default, deserialize_with = "plantd_model::page::opt_i64")]
+            pub page: Option<i64>,
+            /// Items per page, 1 to 100 (default 20); larger values are clamped to 100.
+            #[param(minimum = 1)]
+            #[serde(default, deserialize_with = "plantd_model::page::opt_i64")]
+            pub per_page: Option<i64>,
+        }
+
+        impl $name {
+            /// The page asked for, checked.
+            pub fn page(&self) -> Result<plantd_model::page::Page, $crate::error::ApiError> {
+                $crate::envelope::page_of(self.page, self.per_page)
+            }
+        }
+    };
+}
+pub(crate) use paged_query;

@@ -7,7 +7,6 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use plantd_app::AppError;
 use plantd_model::FieldError;
-use plantd_store::StoreError;
 use serde::Serialize;
 
 #[derive(Debug)]
@@ -144,7 +143,12 @@ impl From<AppError> for ApiError {
             AppError::Unauthenticated(m) => ApiError::Authentication(m),
             AppError::InvalidToken(m) => ApiError::invalid_token(m),
             AppError::OAuth(e) => ApiError::OAuth {
-                status: StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST),
+                // RFC 6749 5.2: a client that failed to authenticate is 401, the rest 400.
+                status: if e.error == "invalid_client" {
+                    StatusCode::UNAUTHORIZED
+                } else {
+                    StatusCode::BAD_REQUEST
+                },
                 error: e.error,
                 challenge: e
                     .basic_challenge
@@ -152,6 +156,10 @@ impl From<AppError> for ApiError {
                 description: e.description,
             },
             AppError::Forbidden(m) => ApiError::Authorization(m),
+            AppError::MissingScope {
+                required, token, ..
+            } if token => ApiError::insufficient_scope(required.as_str()),
+            AppError::MissingScope { message, .. } => ApiError::Authorization(message),
             AppError::NotFound(what) => ApiError::NotFound(format!("{what} not found")),
             AppError::NoUser => ApiError::NotFound(AppError::NoUser.to_string()),
             AppError::Conflict(m) => ApiError::Conflict(m),
@@ -163,10 +171,6 @@ impl From<AppError> for ApiError {
                 message,
                 retry_after,
             },
-            AppError::Store(StoreError::NotFound) => {
-                ApiError::NotFound("resource not found".into())
-            }
-            AppError::Store(StoreError::Conflict(m)) => ApiError::Conflict(m),
             other => ApiError::Internal(Box::new(other)),
         }
     }

@@ -5,57 +5,100 @@
 //! and password-reset emails. Every request counts against the client address's
 //! unauthenticated limit. Errors of the token endpoints use SPEC 7's second shape.
 
+use axum::Extension;
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, RawQuery, Request, State};
+use axum::extract::{RawQuery, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{Next, from_fn_with_state};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
+use plantd_app::access::{Actor, AuditTrail};
 use plantd_app::accounts::{AcceptInvitation, ResetConfirm, ResetRequest};
+use plantd_app::oauth::TokenResponse;
 use plantd_app::oauth::{
     Authorization, AuthorizeQuery, AuthorizeRefusal, OAuthError, TokenQuery, TokenRequest,
 };
-use plantd_app::sessions::{ClientFacts, Login};
+use plantd_app::sessions::Login;
 use plantd_app::{App, AppError, Caller};
 use plantd_model::Timestamp;
+use plantd_model::audit::AuditEvent;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use std::net::SocketAddr;
 
 use crate::csrf;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody, OAuthErrorBody};
 use crate::pages::{error_page, escape, field, hidden, notice, page};
-use crate::pipeline::{anonymous_admit, set_rate_headers};
+use crate::pipeline::{anonymous_admit, audit_as, client_ip, set_rate_headers};
 use crate::state::AppState;
 
-/// The root routes.
+/// The root routes; every `POST` is audited ([`audit_as`]) as what it does.
 pub fn router(state: AppState) -> Router<AppState> {
+    let audited = |event, route| audit_as(&state, event, route);
     Router::new()
         .route("/.well-known/jwks.json", get(jwks))
         .route("/.well-known/oauth-authorization-server", get(metadata))
-        .route("/oauth/authorize", get(authorize_page).post(authorize_form))
-        .route("/oauth/token", post(token))
-        .route("/oauth/revoke", post(revoke))
-        .route("/oauth/introspect", post(introspect))
+        .route(
+            "/oauth/authorize",
+            get(authorize_page).merge(audited(AuditEvent::OAuthAuthorize, post(authorize_form))),
+        )
+        .route("/oauth/token", audited(AuditEvent::OAuthToken, post(token)))
+        .route(
+            "/oauth/revoke",
+            audited(AuditEvent::OAuthRevoke, post(revoke)),
+        )
+        .route(
+            "/oauth/introspect",
+            audited(AuditEvent::OAuthIntrospect, post(introspect)),
+        )
         .route(
             "/invitations/accept",
-            get(invitation_page).post(invitation_form),
+            get(invitation_page)
+                .merge(audited(AuditEvent::InvitationAccept, post(invitation_form))),
         )
-        .route("/password-reset", get(reset_page).post(reset_form))
-        .layer(from_fn_with_state(state, limit))
+        .route(
+            "/password-reset",
+            get(reset_page).merge(audited(AuditEvent::PasswordResetRequest, post(reset_form))),
+        )
+        .layer(from_fn_with_state(state.clone(), limit))
 }
 
-pub(crate) fn client_ip(req: &Request) -> Option<String> {
-    req.extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0.ip().to_string())
+/// The root operations of the OpenAPI document (the authorization server's endpoints; the
+/// pages behind emailed links are for people, not clients).
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(
+    jwks,
+    metadata,
+    authorize_page,
+    authorize_form,
+    token,
+    revoke,
+    introspect
+))]
+pub struct RootApi;
+
+/// The authorization server's operations at the root, as the OpenAPI document lists them:
+/// method and path (for tests and tools).
+pub fn root_operations() -> Vec<(axum::http::Method, String)> {
+    let doc = <RootApi as utoipa::OpenApi>::openapi();
+    let mut ops = Vec::new();
+    for (path, item) in doc.paths.paths {
+        for (method, on) in [
+            (axum::http::Method::GET, item.get.is_some()),
+            (axum::http::Method::POST, item.post.is_some()),
+        ] {
+            if on {
+                ops.push((method, path.clone()));
+            }
+        }
+    }
+    ops
 }
 
 /// Counts the request against its address's unauthenticated limit.
 pub(crate) async fn limit(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let ip = client_ip(&req);
-    let (ws, refusal) = anonymous_admit(&state, ip.as_deref(), Timestamp::now().unix_seconds());
+    let (ws, refusal) = anonymous_admit(&state, ip.as_deref(), Timestamp::now());
     let mut response = match refusal {
         Some(err) => err.into_response(),
         None => next.run(req).await,
@@ -64,6 +107,12 @@ pub(crate) async fn limit(State(state): State<AppState>, req: Request, next: Nex
     response
 }
 
+/// The public keys access tokens are signed with (RFC 7517), for resource servers that verify
+/// tokens themselves.
+#[utoipa::path(get, path = "/.well-known/jwks.json", tag = "oauth", security(()),
+    responses((status = 200, description = "The JSON Web Key Set", content_type = "application/json", body = Object),
+        (status = 429, description = "Too many requests from this address", body = ErrorBody),
+        (status = 500, description = "The server failed", body = ErrorBody)))]
 async fn jwks(State(state): State<AppState>) -> Response {
     match state.app.jwks().await {
         Ok(keys) => (
@@ -75,6 +124,11 @@ async fn jwks(State(state): State<AppState>) -> Response {
     }
 }
 
+/// The authorization server's metadata (RFC 8414).
+#[utoipa::path(get, path = "/.well-known/oauth-authorization-server", tag = "oauth", security(()),
+    responses((status = 200, description = "The metadata document", content_type = "application/json", body = Object),
+        (status = 429, description = "Too many requests from this address", body = ErrorBody),
+        (status = 500, description = "The server failed", body = ErrorBody)))]
 async fn metadata(State(state): State<AppState>) -> Response {
     axum::Json(state.app.authorization_server_metadata()).into_response()
 }
@@ -168,28 +222,69 @@ fn no_store_json<T: serde::Serialize>(answer: Result<T, AppError>) -> Response {
     response
 }
 
-async fn token(
-    State(state): State<AppState>,
-    ClientForm(req, basic): ClientForm<TokenRequest>,
-) -> Response {
-    no_store_json(state.app.token(req, basic).await)
+/// How the token, revocation and introspection endpoints refuse (SPEC 7's OAuth shape; the
+/// address's limit and internal failures in the envelope).
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)]
+enum ClientRefusals {
+    /// `invalid_request` (the token endpoint also `invalid_grant`, `unauthorized_client`,
+    /// `unsupported_grant_type`, `invalid_scope`)
+    #[response(status = 400)]
+    Invalid(OAuthErrorBody),
+    /// `invalid_client`: unknown client or wrong secret
+    #[response(status = 401)]
+    Client(OAuthErrorBody),
+    /// Too many requests from this address
+    #[response(status = 429)]
+    Limited(ErrorBody),
+    /// The server failed
+    #[response(status = 500)]
+    Failed(ErrorBody),
 }
 
+/// The token endpoint (RFC 6749 3.2): exchange a code (with its PKCE verifier), client
+/// credentials or a refresh token for an access token. Clients authenticate with HTTP Basic
+/// or `client_id`/`client_secret` in the form.
+#[utoipa::path(post, path = "/oauth/token", tag = "oauth", security(()),
+    request_body(content = TokenRequest, content_type = "application/x-www-form-urlencoded"),
+    responses((status = 200, description = "The access token (and a refresh token for codes and refreshes)", body = TokenResponse),
+        ClientRefusals))]
+async fn token(
+    State(state): State<AppState>,
+    Extension(trail): Extension<AuditTrail>,
+    ClientForm(req, basic): ClientForm<TokenRequest>,
+) -> Response {
+    no_store_json(state.app.token(req, basic, &trail).await)
+}
+
+/// Revoke a refresh token (its whole grant) or an access token (RFC 7009); unknown tokens are
+/// answered the same way.
+#[utoipa::path(post, path = "/oauth/revoke", tag = "oauth", security(()),
+    request_body(content = TokenQuery, content_type = "application/x-www-form-urlencoded"),
+    responses((status = 200, description = "Revoked, or nothing to revoke"),
+        ClientRefusals))]
 async fn revoke(
     State(state): State<AppState>,
+    Extension(trail): Extension<AuditTrail>,
     ClientForm(q, basic): ClientForm<TokenQuery>,
 ) -> Response {
-    match state.app.revoke(q, basic).await {
+    match state.app.revoke(q, basic, &trail).await {
         Ok(()) => StatusCode::OK.into_response(),
         Err(e) => ApiError::from(e).into_response(),
     }
 }
 
+/// Whether a token is active (RFC 7662), for a confidential client (a resource server).
+#[utoipa::path(post, path = "/oauth/introspect", tag = "oauth", security(()),
+    request_body(content = TokenQuery, content_type = "application/x-www-form-urlencoded"),
+    responses((status = 200, description = "`active`, and the token's claims when active", content_type = "application/json", body = Object),
+        ClientRefusals))]
 async fn introspect(
     State(state): State<AppState>,
+    Extension(trail): Extension<AuditTrail>,
     ClientForm(q, basic): ClientForm<TokenQuery>,
 ) -> Response {
-    no_store_json(state.app.introspect(q, basic).await)
+    no_store_json(state.app.introspect(q, basic, &trail).await)
 }
 
 /// The form of one of the pages, posted from the server's own origin: a form that cannot be
@@ -197,14 +292,12 @@ async fn introspect(
 /// page (CSRF).
 pub(crate) struct PageForm<T> {
     pub(crate) form: T,
-    pub(crate) client_ip: Option<String>,
 }
 
 impl<T: DeserializeOwned> axum::extract::FromRequest<AppState> for PageForm<T> {
     type Rejection = Response;
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
-        let client_ip = client_ip(&req);
         let same_origin = csrf::same_origin(req.headers(), state.app.issuer());
         let form = match axum::body::to_bytes(req.into_body(), 64 * 1024).await {
             Ok(body) => serde_urlencoded::from_bytes::<T>(&body).ok(),
@@ -224,7 +317,7 @@ impl<T: DeserializeOwned> axum::extract::FromRequest<AppState> for PageForm<T> {
                 csrf::REFUSAL,
             ));
         }
-        Ok(PageForm { form, client_ip })
+        Ok(PageForm { form })
     }
 }
 
@@ -240,6 +333,16 @@ fn parse_query(raw: Option<&str>) -> Option<AuthorizeQuery> {
     serde_urlencoded::from_str(raw.unwrap_or_default()).ok()
 }
 
+/// The authorization endpoint (RFC 6749 4.1, PKCE RFC 7636): a page for a person, who logs in
+/// and allows or denies the application; the browser is then sent back to the client's
+/// `redirect_uri` with a code or an error.
+#[utoipa::path(get, path = "/oauth/authorize", tag = "oauth", security(()), params(AuthorizeQuery),
+    responses((status = 200, description = "The login or consent page", content_type = "text/html"),
+        (status = 303, description = "Back to the client with an error"),
+        (status = 400, description = "A request that cannot be sent back to the client", content_type = "text/html"),
+        (status = 403, description = "The application belongs to another organization", content_type = "text/html"),
+        (status = 429, description = "Too many requests from this address", body = ErrorBody),
+        (status = 500, description = "The server failed", body = ErrorBody)))]
 async fn authorize_page(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -378,13 +481,21 @@ struct AuthorizeForm {
     query: AuthorizeQuery,
 }
 
+/// The login and consent forms of the authorization page (posted from this origin).
+#[utoipa::path(post, path = "/oauth/authorize", tag = "oauth", security(()),
+    request_body(content = Object, content_type = "application/x-www-form-urlencoded"),
+    responses((status = 200, description = "The login page again, with what went wrong", content_type = "text/html"),
+        (status = 303, description = "To the consent page after a login, or back to the client with a code or an error"),
+        (status = 400, description = "The form cannot be read", content_type = "text/html"),
+        (status = 401, description = "Wrong email or password, or the session ended", content_type = "text/html"),
+        (status = 403, description = "Posted from another origin, or an application of another organization", content_type = "text/html"),
+        (status = 429, description = "Too many requests from this address, or too many failed logins", body = ErrorBody),
+        (status = 500, description = "The server failed", body = ErrorBody)))]
 async fn authorize_form(
     State(state): State<AppState>,
+    Extension(trail): Extension<AuditTrail>,
     headers: HeaderMap,
-    PageForm {
-        form: f,
-        client_ip: ip,
-    }: PageForm<AuthorizeForm>,
+    PageForm { form: f }: PageForm<AuthorizeForm>,
 ) -> Response {
     let auth = match state.app.check_authorization(&f.query).await {
         Ok(a) => a,
@@ -393,19 +504,13 @@ async fn authorize_form(
     let q = &f.query;
     match f.action.as_deref() {
         Some("login") => {
+            trail.event(AuditEvent::SessionLogin);
             let login = Login {
                 email: f.email.clone().unwrap_or_default(),
                 password: f.password.clone().unwrap_or_default(),
                 organization_id: Some(auth.application.organization_id.clone()),
             };
-            let user_agent = headers
-                .get(header::USER_AGENT)
-                .and_then(|v| v.to_str().ok());
-            let client = ClientFacts {
-                client_ip: ip.as_deref(),
-                user_agent,
-            };
-            match state.app.login(login, client).await {
+            match state.app.login(login, &trail).await {
                 Ok(new) => {
                     let query = serde_urlencoded::to_string(q).unwrap_or_default();
                     let mut r = Redirect::to(&format!("/oauth/authorize?{query}")).into_response();
@@ -430,6 +535,8 @@ async fn authorize_form(
                     StatusCode::UNAUTHORIZED,
                 );
             };
+            trail.act_as(Actor::from(&caller));
+            trail.resource(&auth.application.client_id);
             if action == "deny" {
                 return Redirect::to(
                     &state
@@ -552,7 +659,7 @@ async fn invitation_form_page(
 
 async fn invitation_form(
     State(state): State<AppState>,
-    PageForm { form: f, .. }: PageForm<AccountForm>,
+    PageForm { form: f }: PageForm<AccountForm>,
 ) -> Response {
     let token = f.token.unwrap_or_default();
     let accept = AcceptInvitation {
@@ -628,8 +735,12 @@ fn reset_form_page(
 
 async fn reset_form(
     State(state): State<AppState>,
-    PageForm { form: f, .. }: PageForm<AccountForm>,
+    Extension(trail): Extension<AuditTrail>,
+    PageForm { form: f }: PageForm<AccountForm>,
 ) -> Response {
+    if f.token.is_some() {
+        trail.event(AuditEvent::PasswordResetConfirm);
+    }
     let result = match &f.token {
         Some(token) => state
             .app

@@ -1,13 +1,15 @@
 //! The OpenAPI 3.1 document, assembled from the route declarations: each handler's operation,
 //! completed from its policy with the required scope, the security requirement (none on public
-//! routes) and the error responses it can give, all in the error envelope.
+//! routes) and the error responses it can give, all in the error envelope; and the
+//! authorization server's operations at the root (`/oauth/*`, `/.well-known/*`), declared with
+//! their own responses (SPEC 7's OAuth error shape).
 
 use serde_json::{Map, Value, json};
 use utoipa::openapi::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{PartialSchema, ToSchema};
 
-use crate::error::ErrorBody;
+use crate::error::{ErrorBody, OAuthErrorBody};
 use crate::routing::{Access, Route};
 
 /// The base document: title, version, description and the bearer-key security scheme.
@@ -25,6 +27,11 @@ fn base() -> OpenApi {
     let mut schemas = Vec::new();
     <ErrorBody as ToSchema>::schemas(&mut schemas);
     schemas.push((ErrorBody::name().into_owned(), ErrorBody::schema()));
+    // The OAuth endpoints' second shape (their refusals are declared as `ClientRefusals`).
+    schemas.push((
+        OAuthErrorBody::name().into_owned(),
+        OAuthErrorBody::schema(),
+    ));
     components.schemas.extend(schemas);
     components.add_security_scheme(
         "api_key",
@@ -80,9 +87,17 @@ const ERRORS: [(&str, &str, &str); 7] = [
     ),
 ];
 
-/// The whole document of `routes`.
+/// The whole document of `routes`, with the authorization server's root operations.
 pub fn document(routes: &[Route]) -> Value {
     let mut doc = base();
+    let root = <crate::oauth_server::RootApi as utoipa::OpenApi>::openapi();
+    doc.paths.paths.extend(root.paths.paths);
+    if let Some(c) = root.components {
+        doc.components
+            .get_or_insert_with(Default::default)
+            .schemas
+            .extend(c.schemas);
+    }
     for r in routes {
         let path = doc.paths.paths.entry(r.path.clone()).or_default();
         path.merge_operations(r.item.clone());
@@ -112,6 +127,15 @@ pub fn document(routes: &[Route]) -> Value {
         let method = r.method.as_str().to_lowercase();
         if let Some(op) = value["paths"][&r.path][&method].as_object_mut() {
             complete(op, r);
+        }
+    }
+    // The root operations need no API key (clients authenticate with their own credentials,
+    // people with the login form).
+    for (method, path) in crate::oauth_server::root_operations() {
+        let method = method.as_str().to_lowercase();
+        if let Some(op) = value["paths"][&path][&method].as_object_mut() {
+            op.insert("x-required-scope".into(), json!("none (public)"));
+            op.insert("security".into(), json!([]));
         }
     }
     value

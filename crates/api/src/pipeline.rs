@@ -1,22 +1,23 @@
 //! The request pipeline of every `/v1` route (DESIGN 3), applied to each route with its own
-//! policy: request id -> authentication -> rate limit -> scope check -> handler -> usage count
-//! and audit record -> rate-limit headers.
+//! policy: request id -> admission by the application (authentication, rate limits, scope) ->
+//! CSRF check -> handler -> usage count and audit record -> rate-limit headers. The pipeline
+//! only maps HTTP to the application's facts ([`CallFacts`], [`Presented`]) and its decision
+//! back to HTTP.
 
-use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
+use axum::extract::{ConnectInfo, FromRequestParts, MatchedPath, Request, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use plantd_app::rate_limit::{Bucket, Decision, Window, WindowState, request_windows};
-use plantd_app::{Caller, Credential};
+use plantd_app::access::{Actor, AuditTrail, CallFacts, CallOutcome, Policy, Presented};
+use plantd_app::rate_limit::WindowState;
 use plantd_model::Timestamp;
-use plantd_model::scope::allows;
+use plantd_model::audit::AuditEvent;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use crate::audit_record::{AuditCommitted, AuditResource, RequestFacts, audit_record};
+use crate::audit_record::AuditResource;
 use crate::csrf;
 use crate::error::{ApiError, ErrorCode};
-use crate::routing::{Access, Policy};
 use crate::state::AppState;
 
 /// Path ids longer than this cannot exist (ids are 36-character UUIDs; the margin is generous).
@@ -26,56 +27,71 @@ const MAX_ID_LEN: usize = 200;
 #[derive(Clone, Debug)]
 pub struct RequestId(pub String);
 
+/// What the pipeline of one route knows of it: its policy, whether its key may come in the
+/// query string, and its template (`/v1/data-sources/{id}`).
+#[derive(Clone, Debug)]
+pub struct Door {
+    pub policy: Policy,
+    pub query_token: bool,
+    pub route: Arc<str>,
+}
+
 /// Whether a method changes state (and is therefore audited).
-fn is_mutation(method: &axum::http::Method) -> bool {
+pub(crate) fn is_mutation(method: &axum::http::Method) -> bool {
     use axum::http::Method;
     !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
 }
 
-/// Runs a request of the route `route` (its template, e.g. `/v1/data-sources/{id}`) through
-/// the pipeline with the route's `policy`.
+/// What any door knows of a call, read from an HTTP request of the route `route`.
+pub(crate) fn call_facts(req: &Request, route: &str) -> CallFacts {
+    CallFacts {
+        method: req.method().to_string(),
+        operation: route.to_string(),
+        client_ip: client_ip(req),
+        user_agent: req
+            .headers()
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.chars().take(500).collect()),
+        request_id: request_id(req.headers()),
+    }
+}
+
+/// The client's address, as the listener saw it.
+pub(crate) fn client_ip(req: &Request) -> Option<String> {
+    req.extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip().to_string())
+}
+
+/// Runs a request of one route through the pipeline: the application admits it (credential,
+/// limits, scope), then the CSRF check of cookie mutations, the handler, the usage count and
+/// the audit record of mutations (the application's [`AuditTrail`], which a use case may
+/// commit with its own write).
 pub async fn pipeline(
-    State((state, policy, route)): State<(AppState, Policy, Arc<str>)>,
+    State((state, door)): State<(AppState, Door)>,
     mut req: Request,
     next: Next,
 ) -> Response {
     let method = req.method().clone();
-    let request_id = request_id(req.headers());
-    let client_ip = req
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0.ip().to_string());
-    let user_agent = req
-        .headers()
-        .get(header::USER_AGENT)
-        .and_then(|v| v.to_str().ok())
-        .map(|v| v.chars().take(500).collect());
+    let facts = call_facts(&req, &door.route);
     let path_id = path_id(&mut req).await;
-    req.extensions_mut().insert(RequestId(request_id.clone()));
+    req.extensions_mut()
+        .insert(RequestId(facts.request_id.clone()));
     let now = Timestamp::now();
-    let endpoint = format!("{method} {route}");
-
     // Only routes that allow it take the key from the query string (browser WebSockets).
-    let query_token: Option<String> = policy
-        .query_token
-        .then(|| {
-            form_urlencoded::parse(req.uri().query().unwrap_or_default().as_bytes())
-                .find(|(k, _)| k == "access_token")
-                .map(|(_, v)| v.into_owned())
-        })
-        .flatten();
-
-    let (caller, rate_state, mut refusal) = admit(
-        &state,
-        &policy,
-        &method,
-        &endpoint,
-        req.headers(),
-        query_token.as_deref(),
-        client_ip.as_deref(),
-        now,
-    )
-    .await;
+    let query_token = door.query_token.then(|| query_token(&req)).flatten();
+    let presented = presented(req.headers(), query_token);
+    let admission = state.app.admit(&door.policy, &facts, presented, now).await;
+    let caller = admission.caller;
+    let mut refusal = admission.refusal.map(ApiError::from);
+    if refusal.is_none()
+        && caller.as_ref().is_some_and(|c| c.by_cookie())
+        && is_mutation(&method)
+        && !csrf::same_origin(req.headers(), state.app.issuer())
+    {
+        refusal = Some(ApiError::Authorization(csrf::REFUSAL.into()));
+    }
     if refusal.is_none()
         && path_id
             .as_deref()
@@ -84,22 +100,29 @@ pub async fn pipeline(
         // No stored id looks like this (and PostgreSQL refuses NUL in text): plainly not found.
         refusal = Some(ApiError::NotFound("resource not found".into()));
     }
-    let request = RequestFacts {
-        policy,
-        method: method.to_string(),
-        route: route.to_string(),
-        client_ip,
-        user_agent,
-        request_id: request_id.clone(),
-    };
+    let trail = is_mutation(&method).then(|| AuditTrail::new(facts.clone(), door.policy.event));
+    if let Some(t) = &trail {
+        if let Some(c) = &caller {
+            t.act_as(Actor::from(c));
+        }
+        if let Some(id) = &path_id {
+            // What the client typed, made storable: the record must not be lost to a NUL.
+            t.resource(
+                id.replace('\0', "\u{FFFD}")
+                    .chars()
+                    .take(MAX_ID_LEN)
+                    .collect::<String>(),
+            );
+        }
+    }
     let mut response = match refusal {
         Some(err) => err.into_response(),
         None => {
             if let Some(c) = &caller {
                 req.extensions_mut().insert(c.clone());
             }
-            if is_mutation(&method) {
-                req.extensions_mut().insert(request.clone());
+            if let Some(t) = &trail {
+                req.extensions_mut().insert(t.clone());
             }
             next.run(req).await
         }
@@ -109,203 +132,112 @@ pub async fn pipeline(
         state
             .app
             .usage()
-            .record(&c.counter_id(), &c.org_id, &endpoint, now);
+            .record(&c.counter_id(), &c.org_id, &facts.endpoint(), now);
     }
-    if is_mutation(&method) && response.extensions().get::<AuditCommitted>().is_none() {
-        let resource_id = response
-            .extensions()
-            .get::<AuditResource>()
-            .map(|r| r.0.clone())
-            // What the client typed, made storable: the record must not be lost to a NUL.
-            .or_else(|| {
-                path_id.map(|id| {
-                    id.replace('\0', "\u{FFFD}")
-                        .chars()
-                        .take(MAX_ID_LEN)
-                        .collect()
-                })
-            });
-        let error_code = response
-            .extensions()
-            .get::<ErrorCode>()
-            .map(|c| c.0.to_string());
-        let record = audit_record(
-            &request,
-            caller.as_ref(),
-            response.status(),
-            error_code,
-            resource_id,
-        );
-        if let Err(e) = state.app.record_audit(&record).await {
-            tracing::error!(error = %plantd_model::error_chain(&e), request_id, "could not write the audit record");
-        }
+    if let Some(t) = &trail {
+        let outcome = outcome(t, &response);
+        state.app.finish_audit(t, outcome).await;
     }
-
     let headers = response.headers_mut();
-    set_rate_headers(headers, rate_state);
-    if let Ok(v) = HeaderValue::from_str(&request_id) {
+    set_rate_headers(headers, admission.window);
+    if let Ok(v) = HeaderValue::from_str(&facts.request_id) {
         headers.insert("x-request-id", v);
     }
     response
 }
 
-/// Authentication, rate limit and scope check. Returns the caller (when authenticated), the
-/// window the headers describe, and the refusal if the request may not proceed.
-#[allow(clippy::too_many_arguments)]
-async fn admit(
+/// How a call ended, read from its answer, for its audit record (with the resource its
+/// handler named).
+fn outcome(trail: &AuditTrail, response: &Response) -> CallOutcome {
+    if let Some(AuditResource(id)) = response.extensions().get::<AuditResource>() {
+        trail.resource(id.clone());
+    }
+    CallOutcome {
+        status: response.status().as_u16(),
+        error_code: response
+            .extensions()
+            .get::<ErrorCode>()
+            .map(|c| c.0.to_string()),
+    }
+}
+
+/// Audits every request of a route outside `/v1` (the authorization server's endpoints and
+/// forms, the console's login and logout) as `event`, on the same trail as the pipeline's:
+/// the handler (or its use case) names the actor once it knows it, and the record is written
+/// with the answer.
+pub(crate) async fn audited(
+    State((state, event)): State<(AppState, AuditEvent)>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| req.uri().path().to_string(), |p| p.as_str().to_string());
+    let trail = AuditTrail::new(call_facts(&req, &route), event);
+    req.extensions_mut().insert(trail.clone());
+    let response = next.run(req).await;
+    let outcome = outcome(&trail, &response);
+    state.app.finish_audit(&trail, outcome).await;
+    response
+}
+
+/// `route` with every request audited as `event` ([`audited`]).
+pub(crate) fn audit_as(
     state: &AppState,
-    policy: &Policy,
-    method: &axum::http::Method,
-    endpoint: &str,
-    headers: &HeaderMap,
-    query_token: Option<&str>,
-    client_ip: Option<&str>,
-    now: Timestamp,
-) -> (Option<Caller>, WindowState, Option<ApiError>) {
-    let secs = now.unix_seconds();
-    let anonymous = |state: &AppState| anonymous_admit(state, client_ip, secs);
-    if policy.access == Access::Public {
-        let (ws, refusal) = anonymous(state);
-        return (None, ws, refusal);
-    }
-    let caller = match authenticate(state, headers, query_token, now).await {
-        Ok(c) => c,
-        Err(err) => {
-            let (ws, refusal) = anonymous(state);
-            return (None, ws, Some(refusal.unwrap_or(err)));
-        }
-    };
-    let counter = caller.counter_id();
-    let mut buckets = vec![
-        Bucket {
-            name: format!("key:{counter}"),
-            label: match caller.credential {
-                Credential::ApiKey { .. } => "API key",
-                Credential::AccessToken { .. } if caller.user_id.is_none() => "OAuth client",
-                _ => "user",
-            },
-            windows: request_windows(state.app.config().limits.key_requests(caller.tier)),
-        },
-        Bucket {
-            name: format!("org:{}", caller.org_id),
-            label: "organization",
-            windows: request_windows(state.app.config().limits.org_requests(caller.tier)),
-        },
-    ];
-    if let Some(l) = policy.endpoint_limit {
-        buckets.push(Bucket {
-            name: format!("endpoint:{counter}:{endpoint}"),
-            label: "endpoint",
-            windows: vec![Window {
-                limit: state.app.config().limits.endpoint(caller.tier, l.limit),
-                window_secs: l.window_secs,
-            }],
-        });
-    }
-    let ws = match state.app.limiter().check(&buckets, secs) {
-        Decision::Allowed(ws) => ws,
-        Decision::Refused {
-            state: ws,
-            retry_after,
-            scope,
-        } => {
-            return (Some(caller), ws, Some(rate_limited(&scope, retry_after)));
-        }
-    };
-    if let Access::Scope(required) = policy.access
-        && !allows(&caller.scopes, required)
-    {
-        let err = match caller.credential {
-            Credential::AccessToken { .. } => ApiError::insufficient_scope(required.as_str()),
-            Credential::Session { .. } => ApiError::Authorization(format!(
-                "your role does not grant the '{required}' scope this operation needs"
-            )),
-            Credential::ApiKey { .. } => ApiError::Authorization(format!(
-                "this API key lacks the '{required}' scope this operation needs"
-            )),
-        };
-        return (Some(caller), ws, Some(err));
-    }
-    if caller.by_cookie() && is_mutation(method) && !csrf::same_origin(headers, state.app.issuer())
-    {
-        let err = ApiError::Authorization(csrf::REFUSAL.into());
-        return (Some(caller), ws, Some(err));
-    }
-    (Some(caller), ws, None)
+    event: AuditEvent,
+    route: axum::routing::MethodRouter<AppState>,
+) -> axum::routing::MethodRouter<AppState> {
+    route.layer(axum::middleware::from_fn_with_state(
+        (state.clone(), event),
+        audited,
+    ))
 }
 
 /// Counts a request without valid credentials against its client address's limit.
 pub fn anonymous_admit(
     state: &AppState,
     client_ip: Option<&str>,
-    secs: i64,
-) -> (WindowState, Option<ApiError>) {
-    let bucket = Bucket {
-        name: format!("ip:{}", client_ip.unwrap_or("unknown")),
-        label: "unauthenticated client",
-        windows: vec![Window {
-            limit: state.app.config().anonymous_per_minute,
-            window_secs: 60,
-        }],
-    };
-    match state.app.limiter().check(&[bucket], secs) {
-        Decision::Allowed(s) => (s, None),
-        Decision::Refused {
-            state,
-            retry_after,
-            scope,
-        } => (state, Some(rate_limited(&scope, retry_after))),
-    }
-}
-
-fn rate_limited(scope: &str, retry_after: u64) -> ApiError {
-    ApiError::RateLimited {
-        message: format!("rate limit exceeded: {scope}; retry in {retry_after} s"),
-        retry_after,
-    }
-}
-
-/// The caller of the request's credentials: the `Authorization: Bearer` token (an API key, a
-/// session token or an OAuth access token), else the query token where the route allows it,
-/// else the session cookie.
-async fn authenticate(
-    state: &AppState,
-    headers: &HeaderMap,
-    query_token: Option<&str>,
     now: Timestamp,
-) -> Result<Caller, ApiError> {
-    let token = match (headers.get(header::AUTHORIZATION), query_token) {
+) -> (WindowState, Option<ApiError>) {
+    let (ws, refusal) = state.app.admit_anonymous(client_ip, now);
+    (ws, refusal.map(ApiError::from))
+}
+
+/// `?access_token=` of the request.
+fn query_token(req: &Request) -> Option<String> {
+    form_urlencoded::parse(req.uri().query().unwrap_or_default().as_bytes())
+        .find(|(k, _)| k == "access_token")
+        .map(|(_, v)| v.into_owned())
+}
+
+/// The credential of a request: the `Authorization: Bearer` token (an API key, a session token
+/// or an OAuth access token), else the query token where the route allows it, else the session
+/// cookie.
+fn presented(headers: &HeaderMap, query_token: Option<String>) -> Presented {
+    match (headers.get(header::AUTHORIZATION), query_token) {
         (Some(value), _) => {
-            let text = value
-                .to_str()
-                .map_err(|_| ApiError::Authentication("malformed Authorization header".into()))?;
-            text.strip_prefix("Bearer ")
+            let Ok(text) = value.to_str() else {
+                return Presented::Unreadable("malformed Authorization header".into());
+            };
+            match text
+                .strip_prefix("Bearer ")
                 .or_else(|| text.strip_prefix("bearer "))
                 .map(str::trim)
                 .filter(|t| !t.is_empty())
-                .ok_or_else(|| {
-                    ApiError::Authentication(
-                        "the Authorization header must be 'Bearer <API_KEY>' (or an access or session token)".into(),
-                    )
-                })?
+            {
+                Some(token) => Presented::Bearer(token.to_string()),
+                None => Presented::Unreadable(
+                    "the Authorization header must be 'Bearer <API_KEY>' (or an access or session token)".into(),
+                ),
+            }
         }
-        (None, Some(token)) => token,
-        (None, None) => {
-            return match csrf::session_cookie(headers) {
-                Some(token) => Ok(state.app.session_caller(&token, true, now).await?),
-                None => Err(ApiError::Authentication(
-                    "missing Authorization header; send 'Authorization: Bearer <API_KEY>'".into(),
-                )),
-            };
-        }
-    };
-    if plantd_auth::jwt::looks_like_jwt(token) {
-        return Ok(state.app.access_token_caller(token).await?);
+        (None, Some(token)) => Presented::Bearer(token),
+        (None, None) => match csrf::session_cookie(headers) {
+            Some(token) => Presented::SessionCookie(token),
+            None => Presented::None,
+        },
     }
-    if token.starts_with(plantd_auth::SESSION_PREFIX) {
-        return Ok(state.app.session_caller(token, false, now).await?);
-    }
-    Ok(state.app.authenticate(token, now).await?)
 }
 
 /// The rate-limit headers of SPEC 8.4, always integers.

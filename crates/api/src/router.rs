@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use crate::error::ApiError;
-use crate::pipeline::{anonymous_admit, pipeline, set_rate_headers};
+use crate::pipeline::{Door, anonymous_admit, pipeline, set_rate_headers};
 use crate::state::AppState;
 
 /// The largest request body accepted (1 MiB) where a route sets no other; larger bodies are a
@@ -27,14 +27,16 @@ pub fn build(app: App) -> Router {
     let mut router = Router::new();
     for r in routes {
         let mut handler = r.handler;
-        if let Some(limit) = r.policy.body_limit {
+        if let Some(limit) = r.body_limit {
             handler = handler.layer(DefaultBodyLimit::max(limit));
         }
         let route: Arc<str> = r.path.as_str().into();
-        let handler = handler.layer(from_fn_with_state(
-            (state.clone(), r.policy, route),
-            pipeline,
-        ));
+        let door = Door {
+            policy: r.policy,
+            query_token: r.query_token,
+            route,
+        };
+        let handler = handler.layer(from_fn_with_state((state.clone(), door), pipeline));
         router = router.route(&r.path, handler);
     }
     router
@@ -73,11 +75,7 @@ fn with_anonymous_limit(state: &AppState, req: &Request, err: ApiError) -> Respo
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map(|c| c.0.ip().to_string());
-    let (ws, refusal) = anonymous_admit(
-        state,
-        ip.as_deref(),
-        plantd_model::Timestamp::now().unix_seconds(),
-    );
+    let (ws, refusal) = anonymous_admit(state, ip.as_deref(), plantd_model::Timestamp::now());
     let mut r = refusal.unwrap_or(err).into_response();
     set_rate_headers(r.headers_mut(), ws);
     r

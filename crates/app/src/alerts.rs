@@ -9,7 +9,8 @@ use plantd_model::telemetry::MAX_FUTURE_MS;
 use plantd_model::telemetry::check_name;
 use plantd_model::validation::Validator;
 use plantd_model::{Timestamp, new_id};
-use plantd_store::{AlertFilter, RuleFields, StoreError};
+pub use plantd_store::AlertFilter;
+use plantd_store::{RuleFields, StoreError};
 use serde::Deserialize;
 
 use crate::app::App;

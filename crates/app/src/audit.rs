@@ -3,7 +3,8 @@
 
 use plantd_model::audit::AuditRecord;
 use plantd_model::page::{Page, Paged};
-use plantd_store::{AuditFilter, AuditSummary, NewAuditRecord};
+use plantd_store::NewAuditRecord;
+pub use plantd_store::{AuditFilter, AuditSummary};
 
 use crate::app::App;
 use crate::error::{AppError, AppResult};

@@ -21,6 +21,41 @@ pub enum Credential {
     AccessToken {
         client_id: String,
     },
+    /// A connector of the platform writing what its data source collects (no request: its
+    /// batches are not audited one by one; the source's changes and states are).
+    Connector {
+        data_source_id: String,
+    },
+}
+
+impl Credential {
+    /// How a refusal names the bucket of the caller's own limit.
+    pub(crate) fn limit_label(&self, acts_for_user: bool) -> &'static str {
+        match self {
+            Credential::ApiKey { .. } => "API key",
+            Credential::AccessToken { .. } if !acts_for_user => "OAuth client",
+            Credential::Connector { .. } => "connector",
+            _ => "user",
+        }
+    }
+
+    /// What a refusal for a missing scope says.
+    pub(crate) fn lacks_scope(&self, required: plantd_model::Scope) -> String {
+        match self {
+            Credential::AccessToken { .. } => {
+                format!("this access token lacks the '{required}' scope this operation needs")
+            }
+            Credential::Session { .. } => {
+                format!("your role does not grant the '{required}' scope this operation needs")
+            }
+            Credential::ApiKey { .. } => {
+                format!("this API key lacks the '{required}' scope this operation needs")
+            }
+            Credential::Connector { .. } => {
+                format!("a connector lacks the '{required}' scope this operation needs")
+            }
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -46,6 +81,7 @@ impl Caller {
         match &self.credential {
             Credential::ApiKey { id } | Credential::Session { id, .. } => id,
             Credential::AccessToken { client_id, .. } => client_id,
+            Credential::Connector { data_source_id } => data_source_id,
         }
     }
 
@@ -58,6 +94,7 @@ impl Caller {
             (_, Some(user)) => format!("user:{user}"),
             (Credential::Session { id, .. }, None) => format!("session:{id}"),
             (Credential::AccessToken { client_id, .. }, None) => format!("client:{client_id}"),
+            (Credential::Connector { data_source_id }, None) => format!("source:{data_source_id}"),
         }
     }
 
@@ -66,6 +103,7 @@ impl Caller {
             Credential::ApiKey { .. } => ActorType::ApiKey,
             Credential::Session { .. } => ActorType::Session,
             Credential::AccessToken { .. } => ActorType::OAuthToken,
+            Credential::Connector { .. } => ActorType::Connector,
         }
     }
 

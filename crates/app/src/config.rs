@@ -23,7 +23,7 @@ pub struct AppConfig {
     /// message saying so.
     pub smtp: Option<plantd_alerts::channels::SmtpConfig>,
     /// The server's public origin (`https://plant.example.com`): the issuer and audience of
-    /// access tokens and the base of links in emails. `plantd_api::serve` sets
+    /// access tokens and the base of links in emails; [`AppConfig::listening_on`] sets
     /// `http://<listen address>` when it is not configured.
     pub public_url: Option<String>,
     /// Failed logins allowed per account, and per client address, in 15 minutes.
@@ -32,6 +32,21 @@ pub struct AppConfig {
     /// Calls per minute of one license key to activate, validate and deactivate (beside the
     /// client address's `anonymous_per_minute`).
     pub license_key_per_minute: u64,
+}
+
+impl AppConfig {
+    /// The configuration of a server listening on `addr`: without a configured public origin,
+    /// clients reach it at `http://<addr>` (loopback for an unspecified address).
+    pub fn listening_on(mut self, addr: std::net::SocketAddr) -> Self {
+        if self.public_url.is_none() {
+            let mut addr = addr;
+            if addr.ip().is_unspecified() {
+                addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+            }
+            self.public_url = Some(format!("http://{addr}"));
+        }
+        self
+    }
 }
 
 impl Default for AppConfig {

@@ -12,13 +12,14 @@ use plantd_model::data_source::{DataSource, DataSourceStatus};
 use plantd_model::telemetry::{Point, check_point};
 use plantd_store::{CONNECTORS_LEASE, ConnectorState};
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::app::App;
+use crate::caller::{Caller, Credential};
 use crate::error::AppError;
+use crate::telemetry::Batch;
 
 const WORKER: &str = "connectors";
 
@@ -313,12 +314,14 @@ async fn record(app: &App, ds: &DataSource, recorded: &mut ConnectorState, wante
     }
 }
 
-/// Writes a source's points: checks them like the ingest endpoint does, in writes of at most
-/// [`MAX_WRITE`], under the organization's tier limits.
+/// Writes a source's points through ingest ([`App::ingest`], as the connector: no audit record
+/// per batch), in writes of at most [`MAX_WRITE`], under the organization's tier limits. Points
+/// that fail ingest's checks are left out first, so one bad point does not refuse the rest.
 struct PointWriter {
     app: App,
-    org_id: String,
-    tier: plantd_model::Tier,
+    /// The connector as ingest's caller: the source's organization, its tier (read again every
+    /// minute) and `write:telemetry`.
+    caller: Caller,
     tier_read_at: std::time::Instant,
     /// The latest reason points were not stored, cleared by a clean write.
     problem: Option<String>,
@@ -334,8 +337,15 @@ impl PointWriter {
             .unwrap_or(plantd_model::Tier::Trial);
         Self {
             app: app.clone(),
-            org_id: ds.org_id.clone(),
-            tier,
+            caller: Caller {
+                credential: Credential::Connector {
+                    data_source_id: ds.id.clone(),
+                },
+                org_id: ds.org_id.clone(),
+                user_id: None,
+                scopes: vec![plantd_model::Scope::WriteTelemetry],
+                tier,
+            },
             tier_read_at: std::time::Instant::now(),
             problem: None,
         }
@@ -346,8 +356,8 @@ impl PointWriter {
             return;
         }
         if self.tier_read_at.elapsed() > Duration::from_secs(60) {
-            if let Ok(o) = self.app.store().org(&self.org_id).await {
-                self.tier = o.tier;
+            if let Ok(o) = self.app.store().org(&self.caller.org_id).await {
+                self.caller.tier = o.tier;
             }
             self.tier_read_at = std::time::Instant::now();
         }
@@ -377,10 +387,9 @@ impl PointWriter {
             (&a.asset_id, &a.tag_name, a.timestamp).cmp(&(&b.asset_id, &b.tag_name, b.timestamp))
         });
         for chunk in points.chunks(MAX_WRITE) {
-            let batch = Arc::new(chunk.to_vec());
             let result = self
                 .app
-                .store_points(&self.org_id, self.tier, batch, None, now)
+                .ingest(&self.caller, Batch::Points(chunk.to_vec()), None)
                 .await;
             if let Err(e) = result {
                 not_stored += chunk.len();
@@ -391,7 +400,7 @@ impl PointWriter {
             }
         }
         if let Some(why) = why {
-            tracing::warn!(org = %self.org_id, not_stored, %why, "connector points not stored");
+            tracing::warn!(org = %self.caller.org_id, not_stored, %why, "connector points not stored");
             problems.push(format!("{not_stored} points not stored: {why}"));
         }
         self.problem = (!problems.is_empty()).then(|| problems.join("; "));

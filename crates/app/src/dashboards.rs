@@ -5,7 +5,8 @@
 use plantd_model::dashboard::{Layout, check_layout};
 use plantd_model::page::{Page, Paged};
 use plantd_model::validation::Validator;
-use plantd_store::{Dashboard, StoreError};
+pub use plantd_store::Dashboard;
+use plantd_store::StoreError;
 use serde::{Deserialize, Serialize};
 
 use crate::app::App;

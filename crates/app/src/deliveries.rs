@@ -278,6 +278,7 @@ pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The HTTP client of webhook and Slack posts.
 fn http_client() -> reqwest::Client {
+    plantd_alerts::tls::install_provider();
     reqwest::Client::builder()
         .timeout(ATTEMPT_TIMEOUT)
         .redirect(reqwest::redirect::Policy::none())

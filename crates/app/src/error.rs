@@ -23,6 +23,14 @@ pub enum AppError {
     /// The caller may not do this.
     #[error("{0}")]
     Forbidden(String),
+    /// The caller's credential lacks the scope an operation needs (`token`: an OAuth access
+    /// token, refused in the OAuth shape).
+    #[error("{message}")]
+    MissingScope {
+        required: plantd_model::Scope,
+        token: bool,
+        message: String,
+    },
     /// The named resource does not exist in the caller's organization.
     #[error("{0} not found")]
     NotFound(&'static str),
@@ -39,8 +47,9 @@ pub enum AppError {
     /// A quota or ingestion limit refuses the request for now.
     #[error("{message}")]
     LimitReached { message: String, retry_after: u64 },
+    /// The store failed (a missing row or a broken constraint became `NotFound` or `Conflict`).
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Store(StoreError),
     #[error(transparent)]
     Tsdb(#[from] TsdbError),
     /// Something beneath the use case failed (a task, a serializer, the file system).
@@ -74,6 +83,18 @@ impl AppError {
         move |e| match e {
             StoreError::NotFound => AppError::NotFound(what),
             other => other.into(),
+        }
+    }
+}
+
+/// A store error as the use case's: a row that is not there is a missing resource, a broken
+/// constraint a conflict; anything else keeps its source.
+impl From<StoreError> for AppError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound => AppError::NotFound("resource"),
+            StoreError::Conflict(m) => AppError::Conflict(m),
+            other => AppError::Store(other),
         }
     }
 }

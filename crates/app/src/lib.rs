@@ -4,6 +4,7 @@
 //! worker with its webhook, email and Slack sending, retention and usage). It knows no HTTP: the
 //! API, the command line and tests call it alike. This file only declares and re-exports.
 
+pub mod access;
 pub mod accounts;
 mod alert_engine;
 pub mod alerts;

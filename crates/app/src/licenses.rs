@@ -5,16 +5,19 @@
 //! in docs/api.md ("Licenses").
 
 use plantd_auth::license_key::{self, KeyError, LicenseClaims, LicenseSigner};
+use plantd_model::audit::ActorType;
 use plantd_model::event::EventType;
 use plantd_model::license::{Activation, License, LicenseStatus, LicenseType, ValidationCode};
 use plantd_model::page::{Page, Paged};
 use plantd_model::validation::Validator;
 use plantd_model::{Timestamp, new_id};
-use plantd_store::{Activated, LicenseFilter, StoreError};
+pub use plantd_store::LicenseFilter;
+use plantd_store::{Activated, StoreError};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
+use crate::access::{Actor, AuditTrail};
 use crate::app::App;
 use crate::error::{AppError, AppResult};
 use crate::rate_limit::{Bucket, Decision, Window};
@@ -118,22 +121,6 @@ pub struct ValidationAnswer {
     /// The license's current key, when the key presented was superseded by a renewal (its
     /// offline expiry is older): a device stores this one.
     pub license_key: Option<String>,
-}
-
-/// The organization and license a presented key belongs to, for the audit record.
-#[derive(Clone, Debug)]
-pub struct KeyHolder {
-    pub org_id: String,
-    pub license_id: String,
-}
-
-impl KeyHolder {
-    fn of(license: &License) -> Self {
-        Self {
-            org_id: license.org_id.clone(),
-            license_id: license.id.clone(),
-        }
-    }
 }
 
 /// The public half of an organization's license signing key.
@@ -569,36 +556,38 @@ impl App {
 
     /// A device call: checks the fields (`v`), finds the license `key` names (`unmatched`
     /// answers a key that names none), counts the call against the key's limit and runs `call`.
-    /// Returns who the key belongs to (for the audit record) beside the outcome.
+    /// A key that names a license acts in the call's audit record (`trail`) in the license's
+    /// organization (actor `license_key`, the license's id).
     async fn device_call<T>(
         &self,
         v: Validator,
         key: &str,
+        trail: &AuditTrail,
         unmatched: impl FnOnce(Unmatched) -> AppResult<T>,
         call: impl AsyncFnOnce(License) -> AppResult<T>,
-    ) -> (Option<KeyHolder>, AppResult<T>) {
-        if let Err(e) = v.finish() {
-            return (None, Err(e.into()));
-        }
-        let license = match self.license_of_key(key.trim()).await {
-            Err(e) => return (None, Err(e)),
-            Ok(Err(u)) => return (None, unmatched(u)),
-            Ok(Ok(l)) => l,
+    ) -> AppResult<T> {
+        v.finish()?;
+        let license = match self.license_of_key(key.trim()).await? {
+            Err(u) => return unmatched(u),
+            Ok(l) => l,
         };
-        let holder = KeyHolder::of(&license);
-        let result = match self.count_key_call(&license.id) {
-            Ok(()) => call(license).await,
-            Err(e) => Err(e),
-        };
-        (Some(holder), result)
+        trail.act_as(Actor {
+            org_id: Some(license.org_id.clone()),
+            actor_type: ActorType::LicenseKey,
+            actor_id: Some(license.id.clone()),
+            user_id: None,
+        });
+        trail.resource(&license.id);
+        self.count_key_call(&license.id)?;
+        call(license).await
     }
 
-    /// Activates a device (no API key: the license key is the credential). Returns who the key
-    /// belongs to (for the audit record) beside the outcome.
+    /// Activates a device (no API key: the license key is the credential).
     pub async fn activate_license(
         &self,
         req: ActivationRequest,
-    ) -> (Option<KeyHolder>, AppResult<ActivationAnswer>) {
+        trail: &AuditTrail,
+    ) -> AppResult<ActivationAnswer> {
         let mut v = Validator::new();
         device_fields(
             &mut v,
@@ -606,7 +595,7 @@ impl App {
             Some(&req.device_id),
             Some(&req.hardware_fingerprint),
         );
-        self.device_call(v, &req.license_key, refuse_unmatched, async |l| {
+        self.device_call(v, &req.license_key, trail, refuse_unmatched, async |l| {
             self.activate(l, &req).await
         })
         .await
@@ -672,7 +661,8 @@ impl App {
     pub async fn validate_license(
         &self,
         req: ValidationRequest,
-    ) -> (Option<KeyHolder>, AppResult<ValidationAnswer>) {
+        trail: &AuditTrail,
+    ) -> AppResult<ValidationAnswer> {
         let mut v = Validator::new();
         device_fields(
             &mut v,
@@ -703,7 +693,7 @@ impl App {
                 license_key: None,
             })
         };
-        self.device_call(v, &req.license_key, unmatched, async |l| {
+        self.device_call(v, &req.license_key, trail, unmatched, async |l| {
             self.validate(l, &req).await
         })
         .await
@@ -758,7 +748,8 @@ impl App {
     pub async fn deactivate_with_key(
         &self,
         req: DeviceDeactivation,
-    ) -> (Option<KeyHolder>, AppResult<()>) {
+        trail: &AuditTrail,
+    ) -> AppResult<()> {
         let mut v = Validator::new();
         device_fields(&mut v, &req.license_key, None, None);
         v.check(
@@ -766,7 +757,7 @@ impl App {
             "activation_id",
             "is required",
         );
-        self.device_call(v, &req.license_key, refuse_unmatched, async |l| {
+        self.device_call(v, &req.license_key, trail, refuse_unmatched, async |l| {
             let freed = self
                 .store()
                 .deactivate_license(&l.org_id, &l.id, req.activation_id.trim())

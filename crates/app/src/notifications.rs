@@ -4,7 +4,7 @@
 use plantd_model::data_source::check_post_url;
 use plantd_model::page::{Page, Paged};
 use plantd_model::validation::Validator;
-use plantd_store::{Notification, NotificationFilter, NotificationSettings};
+pub use plantd_store::{Notification, NotificationFilter, NotificationSettings};
 use serde::{Deserialize, Deserializer};
 
 use crate::app::App;

@@ -5,6 +5,7 @@
 //! introspection and the server's metadata. Errors are [`OAuthError`]s, answered in the second
 //! shape of SPEC 7.
 
+use plantd_model::audit::ActorType;
 use plantd_model::identity::{
     ACCESS_TOKEN_SECS, ApplicationType, CODE_SECS, OAuthApplication, REFRESH_TOKEN_SECS,
     role_scopes,
@@ -13,6 +14,7 @@ use plantd_model::{Scope, Timestamp, scope};
 use plantd_store::{ClientRecord, GrantRecord, NewCode, RefreshUse};
 use serde::{Deserialize, Serialize};
 
+use crate::access::{Actor, AuditTrail};
 use crate::app::App;
 use crate::caller::Caller;
 use crate::error::{AppError, AppResult};
@@ -22,7 +24,8 @@ type OAuthResult<T> = Result<T, AppError>;
 
 /// The parameters of `GET /oauth/authorize` (serialized again, the given ones only, when the
 /// login and consent forms carry them on).
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct AuthorizeQuery {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub client_id: Option<String>,
@@ -73,8 +76,9 @@ pub fn redirect_with(uri: &str, params: &[(&str, &str)]) -> String {
 }
 
 /// The parameters of `POST /oauth/token` (form encoded).
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, utoipa::ToSchema)]
 pub struct TokenRequest {
+    /// authorization_code, client_credentials or refresh_token.
     pub grant_type: Option<String>,
     pub code: Option<String>,
     pub redirect_uri: Option<String>,
@@ -101,7 +105,7 @@ pub struct TokenResponse {
 }
 
 /// The parameters of revocation and introspection.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, utoipa::ToSchema)]
 pub struct TokenQuery {
     pub token: Option<String>,
     pub token_type_hint: Option<String>,
@@ -286,11 +290,13 @@ impl App {
 
     /// Authenticates the client of a token, revocation or introspection request: HTTP Basic
     /// credentials (`client_secret_basic`) or the form's `client_id` and `client_secret`.
+    /// The client then acts in the call's audit record (`trail`).
     async fn authenticate_client(
         &self,
         basic_credentials: Option<(String, String)>,
         form_client_id: &Option<String>,
         form_secret: &Option<String>,
+        trail: &AuditTrail,
     ) -> OAuthResult<ClientRecord> {
         let basic = basic_credentials.is_some();
         if basic && form_secret.is_some() {
@@ -344,6 +350,13 @@ impl App {
             }
             (None, None) => {}
         }
+        trail.act_as(Actor {
+            org_id: Some(client.app.organization_id.clone()),
+            actor_type: ActorType::OAuthClient,
+            actor_id: Some(client.app.client_id.clone()),
+            user_id: None,
+        });
+        trail.resource(&client.app.client_id);
         Ok(client)
     }
 
@@ -352,6 +365,7 @@ impl App {
         &self,
         req: TokenRequest,
         basic: Option<(String, String)>,
+        trail: &AuditTrail,
     ) -> OAuthResult<TokenResponse> {
         let grant_type = req
             .grant_type
@@ -367,7 +381,7 @@ impl App {
             .into());
         }
         let client = self
-            .authenticate_client(basic, &req.client_id, &req.client_secret)
+            .authenticate_client(basic, &req.client_id, &req.client_secret, trail)
             .await?;
         match grant_type.as_str() {
             "authorization_code" => self.exchange_code(&client.app, &req).await,
@@ -581,9 +595,14 @@ impl App {
 
     /// RFC 7009: revokes a refresh token (its whole grant) or an access token, if the client
     /// owns it. Unknown tokens are answered the same way (nothing to do).
-    pub async fn revoke(&self, q: TokenQuery, basic: Option<(String, String)>) -> OAuthResult<()> {
+    pub async fn revoke(
+        &self,
+        q: TokenQuery,
+        basic: Option<(String, String)>,
+        trail: &AuditTrail,
+    ) -> OAuthResult<()> {
         let client = self
-            .authenticate_client(basic, &q.client_id, &q.client_secret)
+            .authenticate_client(basic, &q.client_id, &q.client_secret, trail)
             .await?;
         let token = q
             .token
@@ -616,9 +635,10 @@ impl App {
         &self,
         q: TokenQuery,
         basic: Option<(String, String)>,
+        trail: &AuditTrail,
     ) -> OAuthResult<serde_json::Value> {
         let client = self
-            .authenticate_client(basic, &q.client_id, &q.client_secret)
+            .authenticate_client(basic, &q.client_id, &q.client_secret, trail)
             .await?;
         if !client.app.application_type.is_confidential() {
             return Err(OAuthError::invalid_client(

@@ -3,6 +3,7 @@
 //! one's sessions. A session acts with its user's current role in its organization.
 
 use plantd_model::Timestamp;
+use plantd_model::audit::ActorType;
 use plantd_model::identity::{
     SESSION_ABSOLUTE_SECS, SESSION_IDLE_SECS, Session, SessionRecord, role_scopes,
 };
@@ -12,6 +13,7 @@ use plantd_store::NewSession;
 use serde::Deserialize;
 use std::sync::OnceLock;
 
+use crate::access::{Actor, AuditTrail};
 use crate::app::App;
 use crate::caller::{Caller, Credential};
 use crate::error::{AppError, AppResult};
@@ -30,13 +32,6 @@ pub struct Login {
     pub password: String,
     /// Which of the user's organizations to sign in to (default: the oldest membership).
     pub organization_id: Option<String>,
-}
-
-/// Where a login comes from, kept on the session for its owner to recognise.
-#[derive(Clone, Copy, Default)]
-pub struct ClientFacts<'a> {
-    pub client_ip: Option<&'a str>,
-    pub user_agent: Option<&'a str>,
 }
 
 /// A new session: its token (shown once), and whom it is for.
@@ -85,7 +80,10 @@ impl App {
 
     /// Checks email and password and opens a session. Too many failures for the account or
     /// from the address within 15 minutes refuse further attempts until the window ends.
-    pub async fn login(&self, login: Login, client: ClientFacts<'_>) -> AppResult<NewLogin> {
+    /// Logs in: the call's `trail` gives the client's address and agent (kept on the session)
+    /// and, on success, records the new session as the actor.
+    pub async fn login(&self, login: Login, trail: &AuditTrail) -> AppResult<NewLogin> {
+        let client = trail.facts();
         let mut v = Validator::new();
         v.check(!login.email.trim().is_empty(), "email", "is required");
         v.check(!login.password.is_empty(), "password", "is required");
@@ -98,7 +96,7 @@ impl App {
         let email = login.email.trim().to_lowercase();
         let now = Timestamp::now();
         let secs = now.unix_seconds();
-        let buckets = self.login_buckets(&email, client.client_ip);
+        let buckets = self.login_buckets(&email, client.client_ip.as_deref());
         for b in &buckets {
             if let Decision::Refused { retry_after, .. } =
                 self.limiter().peek(std::slice::from_ref(b), secs)
@@ -121,10 +119,27 @@ impl App {
                 false
             }
         };
-        let (Some(user), true) = (user, matches) else {
+        let (Some(user), true) = (&user, matches) else {
             self.limiter().check(&buckets, secs);
+            if let Some(u) = &user {
+                // A failed login of an account is recorded where its admins look: in its
+                // (first) organization, naming the user (never the password).
+                let org = self
+                    .store()
+                    .active_memberships(&u.id)
+                    .await?
+                    .first()
+                    .cloned();
+                trail.act_as(Actor {
+                    org_id: org.map(|(org_id, _)| org_id),
+                    actor_type: ActorType::Anonymous,
+                    actor_id: None,
+                    user_id: Some(u.id.clone()),
+                });
+            }
             return Err(AppError::Unauthenticated(BAD_LOGIN.into()));
         };
+        let user = user.clone();
         let memberships = self.store().active_memberships(&user.id).await?;
         let chosen = match &login.organization_id {
             Some(org) => memberships.iter().find(|(o, _)| o == org),
@@ -145,10 +160,17 @@ impl App {
                 user_id: &user.id,
                 org_id: &org_id,
                 expires_at: Timestamp::from_millis(now.millis() + SESSION_ABSOLUTE_SECS * 1000),
-                client_ip: client.client_ip,
-                user_agent: client.user_agent,
+                client_ip: client.client_ip.as_deref(),
+                user_agent: client.user_agent.as_deref(),
             })
             .await?;
+        trail.act_as(Actor {
+            org_id: Some(org_id),
+            actor_type: ActorType::Session,
+            actor_id: Some(record.id.clone()),
+            user_id: Some(user.id.clone()),
+        });
+        trail.resource(&record.id);
         Ok(NewLogin {
             token: secret.secret,
             session: record.view(Some(&record.id)),

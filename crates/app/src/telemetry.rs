@@ -3,20 +3,56 @@
 //! and the queries.
 
 use plantd_model::page::{Page, Paged};
-use plantd_model::telemetry::{Aggregation, MAX_DETAILS, Point, Quality};
+use plantd_model::telemetry::{
+    Aggregation, MAX_DETAILS, Point, Quality, check_point, parse_batch, validate_points,
+};
 use plantd_model::{FieldError, Tier, Timestamp};
 use plantd_store::NewAuditRecord;
-use plantd_tsdb::{AggregatedRow, LatestValue, RawRow, TelemetryFilter};
+pub use plantd_tsdb::{AggregatedRow, LatestValue, RawRow, TelemetryFilter};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::access::AuditTrail;
 use crate::app::App;
 use crate::caller::Caller;
 use crate::error::{AppError, AppResult};
 use crate::events::Event;
 use crate::rate_limit::{Bucket, Decision, point_windows};
 
-/// What [`App::store_points`] did and how long it took.
+/// A batch of points as a door received it.
+pub enum Batch<'a> {
+    /// A JSON body `{"data": [...], "data_source_id"?}` (`POST /v1/telemetry`).
+    Body(&'a [u8]),
+    /// Points already read (a connector's batch), each checked by [`check_point`].
+    Points(Vec<Point>),
+}
+
+/// The body of `POST /v1/telemetry`.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IngestBody {
+    /// 1 to 10,000 points.
+    #[schema(value_type = Vec<IngestPoint>)]
+    pub data: Vec<serde_json::Value>,
+    /// Links every point's asset to this data source (a point's own `data_source_id` wins).
+    pub data_source_id: Option<String>,
+}
+
+/// One point as sent (documentation of the `data` items).
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct IngestPoint {
+    /// 1..128 characters, no control characters or commas.
+    asset_id: String,
+    tag_name: String,
+    /// A finite number.
+    value: f64,
+    timestamp: Timestamp,
+    /// An existing data source of the caller's organization.
+    data_source_id: Option<String>,
+}
+
+/// What [`App::ingest`] did and how long it took.
 #[derive(Clone, Copy, Debug)]
 pub struct Stored {
     pub accepted: usize,
@@ -104,27 +140,63 @@ impl App {
         self.tsdb().retention().oldest_accepted(now)
     }
 
-    /// Stores a validated batch of the caller's organization, all or none: its data sources
-    /// must be the organization's, then [`App::store_points`]. `audit` is committed with the
-    /// points; `now` is the time the points were checked against.
+    /// Ingest, the one way points enter storage, for every door: `POST /v1/telemetry` sends
+    /// the request body, the connectors (and devices) the points they read. The batch is checked
+    /// whole (each bad field named, nothing stored from a refused batch), its data sources must
+    /// be the caller's organization's, then the tier's storage quota and ingestion limits, the
+    /// durable write, alert evaluation and the live stream. A call's audit record (`trail`) is
+    /// committed with the points: one commit answers both. Connectors pass no trail: their
+    /// batches are not audited one by one (docs/api.md, "Audit").
     pub async fn ingest(
         &self,
         caller: &Caller,
-        points: Vec<Point>,
-        batch_source: Option<&str>,
-        audit: Option<NewAuditRecord>,
-        now: Timestamp,
+        batch: Batch<'_>,
+        trail: Option<&AuditTrail>,
     ) -> AppResult<Stored> {
-        self.check_sources(&caller.org_id, &points, batch_source)
+        let now = Timestamp::now();
+        let oldest = self.oldest_accepted(now);
+        let (points, batch_source) = match batch {
+            // A valid body is read straight into points; anything off is read again the
+            // detailed way, which names every bad field.
+            Batch::Body(bytes) => match parse_batch(bytes, now, oldest) {
+                Some(batch) => batch,
+                None => {
+                    let body: IngestBody = plantd_model::json::parse(bytes)?;
+                    let points =
+                        validate_points(&body.data, body.data_source_id.as_deref(), now, oldest)?;
+                    (points, body.data_source_id)
+                }
+            },
+            Batch::Points(points) => {
+                let mut errors = Vec::new();
+                for (i, p) in points.iter().enumerate() {
+                    if let Err(e) = check_point(p, now, oldest)
+                        && errors.len() < MAX_DETAILS
+                    {
+                        errors.push(FieldError::new(format!("data[{i}]"), e));
+                    }
+                }
+                if !errors.is_empty() {
+                    return Err(AppError::Invalid(errors));
+                }
+                (points, None)
+            }
+        };
+        self.check_sources(&caller.org_id, &points, batch_source.as_deref())
             .await?;
-        self.store_points(&caller.org_id, caller.tier, Arc::new(points), audit, now)
-            .await
+        let audit = trail.map(AuditTrail::success_record);
+        let stored = self
+            .store_points(&caller.org_id, caller.tier, Arc::new(points), audit, now)
+            .await?;
+        if let Some(t) = trail {
+            t.committed();
+        }
+        Ok(stored)
     }
 
-    /// The one way points enter storage (the ingest endpoint and the connectors): the tier's
-    /// storage quota and ingestion limits, the durable write (with `audit` in the same commit),
-    /// then alert evaluation and the live stream.
-    pub async fn store_points(
+    /// The tier's storage quota and ingestion limits, the durable write (with `audit` in the
+    /// same commit), then alert evaluation and the live stream.
+    async fn store_points(
         &self,
         org_id: &str,
         tier: Tier,

@@ -6,9 +6,9 @@ use plantd_model::telemetry::{Point, Quality};
 use plantd_model::{Scope, Tier, Timestamp};
 use plantd_store::Store;
 use plantd_store::testing::fresh_database;
-use std::sync::Arc;
 
 use crate::alerts::{NewAlert, NewAlertRule, NewCondition};
+use crate::telemetry::Batch;
 use crate::{App, AppConfig, AppError, Caller};
 
 async fn app_with_org(tier: Tier) -> (App, Caller, Option<std::path::PathBuf>) {
@@ -26,9 +26,9 @@ async fn app_with_org(tier: Tier) -> (App, Caller, Option<std::path::PathBuf>) {
     (app, caller, dir)
 }
 
-fn points(n: usize, tag: &str, value: f64, data_source_id: Option<&str>) -> Arc<Vec<Point>> {
+fn points(n: usize, tag: &str, value: f64, data_source_id: Option<&str>) -> Batch<'static> {
     let now = Timestamp::now().millis();
-    Arc::new(
+    Batch::Points(
         (0..n)
             .map(|i| Point {
                 asset_id: "Pump_01".into(),
@@ -107,15 +107,8 @@ async fn intake_limits_and_rules_apply_without_http() {
     };
     app.create_alert_rule(&org, rule).await.unwrap();
     let mut events = app.events().subscribe();
-    let now = Timestamp::now();
     let stored = app
-        .store_points(
-            &org,
-            caller.tier,
-            points(1, "T", 90.0, Some(&ds.id)),
-            None,
-            now,
-        )
+        .ingest(&caller, points(1, "T", 90.0, Some(&ds.id)), None)
         .await
         .unwrap();
     assert_eq!(stored.accepted, 1);
@@ -131,7 +124,7 @@ async fn intake_limits_and_rules_apply_without_http() {
     ));
     // A trial organization takes 1,000 points a minute (SPEC 8.3): the rest is refused whole.
     let refused = app
-        .store_points(&org, caller.tier, points(1_000, "U", 1.0, None), None, now)
+        .ingest(&caller, points(1_000, "U", 1.0, None), None)
         .await;
     assert!(
         matches!(&refused, Err(AppError::LimitReached { message, .. }) if message.contains("1000 per minute")),
@@ -193,6 +186,16 @@ async fn remembered_access_tokens_still_expire_and_altered_ones_fail() {
                 ..Default::default()
             },
             None,
+            &crate::access::AuditTrail::new(
+                crate::access::CallFacts {
+                    method: "POST".into(),
+                    operation: "/oauth/token".into(),
+                    client_ip: None,
+                    user_agent: None,
+                    request_id: "t".into(),
+                },
+                plantd_model::audit::AuditEvent::OAuthToken,
+            ),
         )
         .await
         .unwrap_or_else(|_| panic!("client credentials refused"));
@@ -216,7 +219,7 @@ async fn remembered_access_tokens_still_expire_and_altered_ones_fail() {
     for known in app.key_ring().known.lock().unwrap().values_mut() {
         let mut claims = (*known.claims).clone();
         claims.exp = Timestamp::now().unix_seconds() - 3600;
-        known.claims = Arc::new(claims);
+        known.claims = std::sync::Arc::new(claims);
     }
     match app.access_token_caller(&token).await {
         Err(AppError::InvalidToken(why)) => assert!(why.contains("expired"), "{why}"),
@@ -225,6 +228,147 @@ async fn remembered_access_tokens_still_expire_and_altered_ones_fail() {
             other.map(|c| c.org_id)
         ),
     }
+    if let Some(dir) = dir {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// Any door admits, limits and audits a call the same way, without HTTP: a missing credential,
+/// a key within and over its endpoint limit, a missing scope, and the record of a call written
+/// once (or committed by ingest with its points).
+#[tokio::test]
+async fn a_call_is_admitted_limited_and_audited_without_http() {
+    use crate::access::{Actor, AuditTrail, CallFacts, CallOutcome, Policy, Presented};
+    use plantd_model::audit::AuditEvent;
+
+    let (url, dir) = fresh_database().await;
+    let store = Store::connect(&url).await.unwrap();
+    let org = crate::operator::create_org(&store, "Plant", Tier::Starter)
+        .await
+        .unwrap();
+    let (_, key) = crate::operator::create_key(
+        &store,
+        Some(&org.id),
+        "gateway",
+        &[Scope::WriteTelemetry],
+        None,
+    )
+    .await
+    .unwrap();
+    let app = App::new(store, AppConfig::default());
+    let facts = CallFacts {
+        method: "PUBLISH".into(),
+        operation: "plantd/gateway/telemetry".into(),
+        client_ip: Some("10.0.0.9".into()),
+        user_agent: None,
+        request_id: "req-1".into(),
+    };
+    let now = Timestamp::now();
+    let policy = Policy::scope(Scope::WriteTelemetry, AuditEvent::TelemetryIngest).limit(2, 60);
+
+    let nobody = app.admit(&policy, &facts, Presented::None, now).await;
+    assert!(nobody.caller.is_none());
+    assert!(matches!(nobody.refusal, Some(AppError::Unauthenticated(_))));
+    let bad = app
+        .admit(&policy, &facts, Presented::Bearer("pdk_wrong".into()), now)
+        .await;
+    assert!(matches!(bad.refusal, Some(AppError::Unauthenticated(_))));
+
+    for remaining in [1, 0] {
+        let a = app
+            .admit(&policy, &facts, Presented::Bearer(key.clone()), now)
+            .await;
+        assert!(a.refusal.is_none(), "{:?}", a.refusal);
+        assert_eq!(a.window.remaining, remaining, "the endpoint window binds");
+    }
+    let over = app
+        .admit(&policy, &facts, Presented::Bearer(key.clone()), now)
+        .await;
+    assert!(
+        matches!(&over.refusal, Some(AppError::LimitReached { message, .. }) if message.contains("endpoint")),
+        "{:?}",
+        over.refusal
+    );
+    let reader = Policy::scope(Scope::ReadTelemetry, AuditEvent::TelemetryQuery);
+    let denied = app
+        .admit(&reader, &facts, Presented::Bearer(key.clone()), now)
+        .await;
+    assert!(matches!(
+        denied.refusal,
+        Some(AppError::MissingScope {
+            required: Scope::ReadTelemetry,
+            token: false,
+            ..
+        })
+    ));
+    let caller = denied.caller.expect("the key was valid");
+
+    // A refused call's record, written once whatever the door calls.
+    let trail = AuditTrail::new(facts.clone(), AuditEvent::TelemetryQuery);
+    trail.act_as(Actor::from(&caller));
+    let outcome = CallOutcome {
+        status: 403,
+        error_code: Some("authorization_error".into()),
+    };
+    app.finish_audit(&trail, outcome.clone()).await;
+    app.finish_audit(&trail, outcome).await;
+    // Ingest commits its call's record with the points; the door then writes nothing more.
+    let ingest = AuditTrail::new(facts.clone(), AuditEvent::TelemetryIngest);
+    ingest.act_as(Actor::from(&caller));
+    let body = format!(
+        r#"{{"data": [{{"asset_id": "GW_1", "tag_name": "T", "value": 1.5, "timestamp": "{}"}}]}}"#,
+        Timestamp::from_millis(now.millis() - 1_000)
+    );
+    let stored = app
+        .ingest(&caller, Batch::Body(body.as_bytes()), Some(&ingest))
+        .await
+        .unwrap();
+    assert_eq!(stored.accepted, 1);
+    app.finish_audit(
+        &ingest,
+        CallOutcome {
+            status: 200,
+            error_code: None,
+        },
+    )
+    .await;
+
+    let logs = app
+        .audit_logs(
+            &org.id,
+            &crate::audit::AuditFilter::default(),
+            plantd_model::page::Page::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(logs.total, 2, "{:?}", logs.items);
+    let query = logs
+        .items
+        .iter()
+        .find(|r| r.event_type == "telemetry.query")
+        .expect("the refused call");
+    assert_eq!(
+        (
+            query.method.as_str(),
+            query.path.as_str(),
+            query.status_code
+        ),
+        ("PUBLISH", "plantd/gateway/telemetry", 403)
+    );
+    assert_eq!(query.outcome, "failure");
+    assert_eq!(query.error_code.as_deref(), Some("authorization_error"));
+    assert_eq!(query.actor_type, "api_key");
+    assert_eq!(query.client_ip.as_deref(), Some("10.0.0.9"));
+    let ingested = logs
+        .items
+        .iter()
+        .find(|r| r.event_type == "telemetry.ingest")
+        .expect("the ingest call");
+    assert_eq!(
+        (ingested.outcome.as_str(), ingested.status_code),
+        ("success", 200)
+    );
+    drop(app);
     if let Some(dir) = dir {
         let _ = std::fs::remove_dir_all(dir);
     }

@@ -7,7 +7,7 @@ use plantd_model::data_source::check_post_url;
 use plantd_model::event::EventType;
 use plantd_model::page::{Page, Paged};
 use plantd_model::validation::Validator;
-use plantd_store::{Delivery, Webhook};
+pub use plantd_store::{Delivery, Webhook};
 use serde::Deserialize;
 use sha2::Sha256;
 

@@ -15,12 +15,12 @@ pub const RSA_BITS: usize = 2048;
 
 #[derive(Debug, thiserror::Error)]
 pub enum JwtError {
-    #[error("cannot create an RSA key: {0}")]
-    KeyGeneration(String),
-    #[error("the signing key is not usable: {0}")]
-    BadKey(String),
-    #[error("cannot sign the token: {0}")]
-    Signing(String),
+    #[error("cannot create an RSA key")]
+    KeyGeneration(#[source] Box<dyn std::error::Error + Send + Sync>),
+    #[error("the signing key is not usable")]
+    BadKey(#[source] Box<dyn std::error::Error + Send + Sync>),
+    #[error("cannot sign the token")]
+    Signing(#[source] jsonwebtoken::errors::Error),
 }
 
 /// The claims of a plantd access token.
@@ -49,10 +49,10 @@ pub struct AccessClaims {
 pub fn generate_rsa_pem() -> Result<String, JwtError> {
     let mut rng = rsa::rand_core::OsRng;
     let key = rsa::RsaPrivateKey::new(&mut rng, RSA_BITS)
-        .map_err(|e| JwtError::KeyGeneration(e.to_string()))?;
+        .map_err(|e| JwtError::KeyGeneration(e.into()))?;
     key.to_pkcs8_pem(LineEnding::LF)
         .map(|pem| pem.to_string())
-        .map_err(|e| JwtError::KeyGeneration(e.to_string()))
+        .map_err(|e| JwtError::KeyGeneration(e.into()))
 }
 
 /// One signing key: its id, the private half for signing and the public half for checking
@@ -76,13 +76,13 @@ impl std::fmt::Debug for SigningKey {
 impl SigningKey {
     pub fn from_pem(kid: &str, private_pem: &str) -> Result<Self, JwtError> {
         let encoding = EncodingKey::from_rsa_pem(private_pem.as_bytes())
-            .map_err(|e| JwtError::BadKey(e.to_string()))?;
+            .map_err(|e| JwtError::BadKey(e.into()))?;
         let mut jwk = Jwk::from_encoding_key(&encoding, Algorithm::RS256)
-            .map_err(|e| JwtError::BadKey(e.to_string()))?;
+            .map_err(|e| JwtError::BadKey(e.into()))?;
         jwk.common.key_id = Some(kid.to_string());
         jwk.common.public_key_use = Some(PublicKeyUse::Signature);
         jwk.common.key_algorithm = Some(KeyAlgorithm::RS256);
-        let decoding = DecodingKey::from_jwk(&jwk).map_err(|e| JwtError::BadKey(e.to_string()))?;
+        let decoding = DecodingKey::from_jwk(&jwk).map_err(|e| JwtError::BadKey(e.into()))?;
         Ok(Self {
             kid: kid.to_string(),
             encoding,
@@ -100,8 +100,7 @@ impl SigningKey {
         let mut header = Header::new(Algorithm::RS256);
         header.kid = Some(self.kid.clone());
         header.typ = Some("at+jwt".into());
-        jsonwebtoken::encode(&header, claims, &self.encoding)
-            .map_err(|e| JwtError::Signing(e.to_string()))
+        jsonwebtoken::encode(&header, claims, &self.encoding).map_err(JwtError::Signing)
     }
 
     /// The claims of `token` if this key signed it for `issuer` and `audience` and it has not

@@ -43,7 +43,7 @@ pub struct LicenseClaims {
 }
 
 /// Why a key is refused.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum KeyError {
     #[error("not a plantd license key (it must start with '{LICENSE_PREFIX}')")]
     Prefix,
@@ -51,8 +51,8 @@ pub enum KeyError {
     Malformed(&'static str),
     #[error("the license key's signature does not verify with this public key")]
     Signature,
-    #[error("the public key is not an Ed25519 public key: {0}")]
-    PublicKey(String),
+    #[error("the public key is not an Ed25519 public key")]
+    PublicKey(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("a feature name is longer than 255 bytes or there are more than 255 features")]
     TooLarge,
 }
@@ -102,9 +102,9 @@ impl LicenseSigner {
 /// OpenSSL and python's `cryptography` load.
 pub fn public_key_pem(public_key: &[u8; 32]) -> Result<String, KeyError> {
     VerifyingKey::from_bytes(public_key)
-        .map_err(|e| KeyError::PublicKey(e.to_string()))?
+        .map_err(|e| KeyError::PublicKey(e.into()))?
         .to_public_key_pem(LineEnding::LF)
-        .map_err(|e| KeyError::PublicKey(e.to_string()))
+        .map_err(|e| KeyError::PublicKey(e.into()))
 }
 
 /// Reads a public key given as PEM or as the base64 of its 32 bytes.
@@ -113,7 +113,7 @@ pub fn parse_public_key(text: &str) -> Result<[u8; 32], KeyError> {
     if text.starts_with("-----BEGIN") {
         return VerifyingKey::from_public_key_pem(text)
             .map(|k| k.to_bytes())
-            .map_err(|e| KeyError::PublicKey(e.to_string()));
+            .map_err(|e| KeyError::PublicKey(e.into()));
     }
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(text)
@@ -135,7 +135,7 @@ impl UnverifiedKey {
     /// Checks the signature with `public_key`.
     pub fn verify(&self, public_key: &[u8; 32]) -> Result<&LicenseClaims, KeyError> {
         let key =
-            VerifyingKey::from_bytes(public_key).map_err(|e| KeyError::PublicKey(e.to_string()))?;
+            VerifyingKey::from_bytes(public_key).map_err(|e| KeyError::PublicKey(e.into()))?;
         key.verify(&self.signed, &self.signature)
             .map_err(|_| KeyError::Signature)?;
         Ok(&self.claims)
@@ -269,11 +269,14 @@ mod tests {
         let mut bytes = URL_SAFE_NO_PAD.decode(&key[4..]).unwrap();
         bytes[43] ^= 0x01;
         let tampered = format!("{LICENSE_PREFIX}{}", URL_SAFE_NO_PAD.encode(&bytes));
-        assert_eq!(verify(&tampered, &public), Err(KeyError::Signature));
+        assert!(matches!(
+            verify(&tampered, &public),
+            Err(KeyError::Signature)
+        ));
         // Another organization's key pair.
         let other = LicenseSigner::generate().public_key();
-        assert_eq!(verify(&key, &other), Err(KeyError::Signature));
-        assert_eq!(verify("pdk_abc", &public).unwrap_err(), KeyError::Prefix);
+        assert!(matches!(verify(&key, &other), Err(KeyError::Signature)));
+        assert!(matches!(verify("pdk_abc", &public), Err(KeyError::Prefix)));
         for bad in ["pdl_", "pdl_!!!", "pdl_AAAA", &key[..key.len() - 10]] {
             assert!(
                 matches!(

@@ -163,7 +163,7 @@ async fn measure(o: &Options, backend: &str, database_url: Option<&str>) -> Resu
     event_us.sort_unstable();
     println!(
         "plantd alert latency ({backend}, release server in its own process; load generator, probe and server share this machine's {} cores)\n",
-        std::thread::available_parallelism().map_or(0, |n| n.get())
+        crate::harness::cores()
     );
     println!(
         "background ingest: {:.0} points/s (batches of {BATCH}, 2 connections)",

@@ -10,22 +10,16 @@ use http_body_util::Full;
 use hyper::body::Bytes;
 use std::time::Duration;
 
-use crate::harness::{Options, backends, connect, drop_database, load, pct, request, start_server};
+use crate::harness::{Options, backends, connect, drop_database, load, request, start_server};
 
 pub(crate) async fn run(o: &Options) -> Result<()> {
     let backends = backends(o);
-    println!(
-        "plantd API benchmark: {} connections, {} s per row, load generator and server share this machine's {} cores",
+    crate::harness::request_table(
+        "API",
         o.connections.unwrap_or(16),
-        o.duration.as_secs(),
-        std::thread::available_parallelism().map_or(0, |n| n.get())
-    );
-    println!(
-        "rate limiting on (finite enterprise limits), audit on; 20 data sources in the organization\n"
-    );
-    println!(
-        "{:<11} {:<38} {:>10} {:>10} {:>9} {:>9} {:>7}",
-        "backend", "request", "requests", "req/s", "p50 ms", "p99 ms", "errors"
+        o,
+        "rate limiting on (finite enterprise limits), audit on; 20 data sources in the organization",
+        38,
     );
     for (name, url) in &backends {
         let (server, key) = start_server(o, url.as_deref())?;
@@ -54,16 +48,7 @@ pub(crate) async fn run(o: &Options) -> Result<()> {
                 o.duration,
             )
             .await?;
-            println!(
-                "{:<11} {:<38} {:>10} {:>10.0} {:>9.2} {:>9.2} {:>7}",
-                name,
-                label,
-                r.requests,
-                r.per_second(),
-                pct(&r.latencies_us, 0.50),
-                pct(&r.latencies_us, 0.99),
-                r.errors
-            );
+            r.print_row(name, label, 38);
         }
         drop(server);
         drop_database(url.as_deref(), o.postgres_url.as_deref());

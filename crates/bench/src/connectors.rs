@@ -289,7 +289,7 @@ pub async fn run(o: &Options) -> Result<()> {
     println!(
         "plantd connector benchmark: points/s one node stores from a connector (counted in the database), {} s per row; server, simulator and this process share this machine's {} cores\n",
         o.duration.as_secs(),
-        std::thread::available_parallelism().map_or(0, |n| n.get())
+        crate::harness::cores()
     );
     println!(
         "{:<11} {:<44} {:>6} {:>12} {:>12} {:>12} {:>10} {:>12}",

@@ -197,7 +197,7 @@ fn selenium_python() -> Option<String> {
 pub(crate) async fn run(o: &Options) -> Result<()> {
     println!(
         "plantd console benchmark: 8 line charts, 1 Hz data; server, load generator and browser share this machine's {} cores\n",
-        std::thread::available_parallelism().map_or(0, |n| n.get())
+        crate::harness::cores()
     );
     for (backend, url) in &backends(o) {
         let (server, key) = start_server(o, url.as_deref())?;

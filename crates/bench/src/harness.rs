@@ -93,11 +93,7 @@ pub(crate) struct Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
+        stop_child(&mut self.child, &self.dir);
     }
 }
 
@@ -227,6 +223,20 @@ pub(crate) struct Load {
 }
 
 impl Load {
+    /// One row of a request table (see [`request_table`]), the request column `width` wide.
+    pub(crate) fn print_row(&self, backend: &str, label: &str, width: usize) {
+        println!(
+            "{:<11} {:<width$} {:>9} {:>9.0} {:>8.2} {:>8.2} {:>6}",
+            backend,
+            label,
+            self.requests,
+            self.per_second(),
+            pct(&self.latencies_us, 0.50),
+            pct(&self.latencies_us, 0.99),
+            self.errors
+        );
+    }
+
     pub(crate) fn per_second(&self) -> f64 {
         self.requests as f64 / self.seconds
     }
@@ -359,6 +369,35 @@ pub(crate) async fn load_probe(
         seconds,
         latencies_us: all,
     })
+}
+
+/// Cores of this machine (the load generator shares them with the server).
+pub(crate) fn cores() -> usize {
+    std::thread::available_parallelism().map_or(0, |n| n.get())
+}
+
+/// The heading of a request benchmark: what runs with how many connections, what is on, and the
+/// column header of its rows (the request column `width` wide).
+pub(crate) fn request_table(what: &str, connections: usize, o: &Options, note: &str, width: usize) {
+    println!(
+        "plantd {what} benchmark: {connections} connections, {} s per row, load generator and server share this machine's {} cores",
+        o.duration.as_secs(),
+        cores()
+    );
+    println!("{note}\n");
+    println!(
+        "{:<11} {:<width$} {:>9} {:>9} {:>8} {:>8} {:>6}",
+        "backend", "request", "requests", "req/s", "p50 ms", "p99 ms", "errors"
+    );
+}
+
+/// Stops a child process of a benchmark (SIGTERM, then waits) and removes its directory.
+pub(crate) fn stop_child(child: &mut std::process::Child, dir: &std::path::Path) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 pub(crate) fn pct(sorted: &[u32], p: f64) -> f64 {

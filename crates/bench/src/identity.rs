@@ -11,23 +11,18 @@ use std::time::Duration;
 
 use crate::api::seed_data_sources;
 use crate::harness::{
-    Load, Options, Probe, backends, connect, drop_database, load_probe, pct, post_json,
+    Load, Options, Probe, backends, connect, drop_database, load_probe, post_json, request_table,
     start_server,
 };
 
 pub(crate) async fn run(o: &Options) -> Result<()> {
     let connections = o.connections.unwrap_or(16);
-    println!(
-        "plantd identity benchmark: {connections} connections, {} s per row, load generator and server share this machine's {} cores",
-        o.duration.as_secs(),
-        std::thread::available_parallelism().map_or(0, |n| n.get())
-    );
-    println!(
-        "rate limiting on (finite enterprise limits), audit on; 20 data sources; rows alternate key and token twice and add up\n"
-    );
-    println!(
-        "{:<11} {:<52} {:>9} {:>9} {:>8} {:>8} {:>6}",
-        "backend", "request", "requests", "req/s", "p50 ms", "p99 ms", "errors"
+    request_table(
+        "identity",
+        connections,
+        o,
+        "rate limiting on (finite enterprise limits), audit on; 20 data sources; rows alternate key and token twice and add up",
+        52,
     );
     for (backend, url) in &backends(o) {
         let (server, key) = start_server(o, url.as_deref())?;
@@ -88,16 +83,7 @@ pub(crate) async fn run(o: &Options) -> Result<()> {
             ("POST /oauth/token client_credentials (grants)", &grants),
         ];
         for (label, r) in rows {
-            println!(
-                "{:<11} {:<52} {:>9} {:>9.0} {:>8.2} {:>8.2} {:>6}",
-                backend,
-                label,
-                r.requests,
-                r.per_second(),
-                pct(&r.latencies_us, 0.50),
-                pct(&r.latencies_us, 0.99),
-                r.errors
-            );
+            r.print_row(backend, label, 52);
         }
         println!(
             "{:<11} token / key throughput: {:.1}% (target: >= 85%)\n",

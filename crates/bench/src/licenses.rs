@@ -9,23 +9,18 @@ use serde_json::json;
 use std::time::{Duration, Instant};
 
 use crate::harness::{
-    Load, Options, Probe, backends, connect, drop_database, load_probe, pct, post_json,
+    Load, Options, Probe, backends, connect, drop_database, load_probe, post_json, request_table,
     start_server,
 };
 
 pub(crate) async fn run(o: &Options) -> Result<()> {
     let connections = o.connections.unwrap_or(16);
-    println!(
-        "plantd licenses benchmark: {connections} connections, {} s per row, load generator and server share this machine's {} cores",
-        o.duration.as_secs(),
-        std::thread::available_parallelism().map_or(0, |n| n.get())
-    );
-    println!(
-        "each validation: the key's license looked up (kept for up to 10 s, as API keys are), the key compared with its current one (an older key's Ed25519 signature checked), the per-address and per-key limits counted, its audit record committed\n"
-    );
-    println!(
-        "{:<11} {:<52} {:>9} {:>9} {:>8} {:>8} {:>6}",
-        "backend", "request", "requests", "req/s", "p50 ms", "p99 ms", "errors"
+    request_table(
+        "licenses",
+        connections,
+        o,
+        "each validation: the key's license looked up (kept for up to 10 s, as API keys are), the key compared with its current one (an older key's Ed25519 signature checked), the per-address and per-key limits counted, its audit record committed",
+        52,
     );
     let mut offline_key = None;
     for (backend, url) in &backends(o) {
@@ -110,16 +105,7 @@ pub(crate) async fn run(o: &Options) -> Result<()> {
             ),
         ];
         for (label, r) in &rows {
-            println!(
-                "{:<11} {:<52} {:>9} {:>9.0} {:>8.2} {:>8.2} {:>6}",
-                backend,
-                label,
-                r.requests,
-                r.per_second(),
-                pct(&r.latencies_us, 0.50),
-                pct(&r.latencies_us, 0.99),
-                r.errors
-            );
+            r.print_row(backend, label, 52);
         }
         println!(
             "{:<11} validations/s: {:.0} (target: >= 10,000)\n",

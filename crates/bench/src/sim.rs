@@ -140,11 +140,7 @@ impl SimProcess {
 
 impl Drop for SimProcess {
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
+        crate::harness::stop_child(&mut self.child, &self.dir);
     }
 }
 
@@ -261,7 +257,7 @@ pub async fn run(o: &Options) -> Result<()> {
     println!(
         "plantd simulation server benchmark: one OPC UA subscription watching every variable (vibration sensors, every variable changes once per second), {} s per row; client and server share this machine's {} cores\n",
         o.duration.as_secs(),
-        std::thread::available_parallelism().map_or(0, |n| n.get())
+        crate::harness::cores()
     );
     println!(
         "{:>10} {:>16} {:>16} {:>14} {:>12} {:>14}",

@@ -134,17 +134,8 @@ async fn ingest_load(
             Ok::<_, anyhow::Error>(lat)
         }));
     }
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await??);
-    }
-    let secs = started.elapsed().as_secs_f64();
-    all.sort_unstable();
-    Ok(Figure {
-        per_second: (all.len() * batch) as f64 / secs,
-        p50_ms: pct(&all, 0.5),
-        p99_ms: pct(&all, 0.99),
-    })
+    let (all, secs) = gather(tasks, started).await?;
+    Ok(Figure::of_batches(&all, batch, secs))
 }
 
 /// The baseline writer: one plain INSERT per point, one transaction per batch, same engine and
@@ -207,20 +198,37 @@ async fn baseline_inserts(
             Ok::<_, anyhow::Error>(lat)
         }));
     }
+    let (all, secs) = gather(tasks, started).await?;
+    sqlx::raw_sql("DROP TABLE baseline_points")
+        .execute(&pool)
+        .await?;
+    Ok(Figure::of_batches(&all, batch, secs))
+}
+
+/// Every task's latencies, sorted, and the seconds since `started` once all are done.
+async fn gather(
+    tasks: Vec<tokio::task::JoinHandle<Result<Vec<u32>>>>,
+    started: Instant,
+) -> Result<(Vec<u32>, f64)> {
     let mut all = Vec::new();
     for t in tasks {
         all.extend(t.await??);
     }
     let secs = started.elapsed().as_secs_f64();
     all.sort_unstable();
-    sqlx::raw_sql("DROP TABLE baseline_points")
-        .execute(&pool)
-        .await?;
-    Ok(Figure {
-        per_second: (all.len() * batch) as f64 / secs,
-        p50_ms: pct(&all, 0.5),
-        p99_ms: pct(&all, 0.99),
-    })
+    Ok((all, secs))
+}
+
+impl Figure {
+    /// Points per second and latency percentiles of `batches` batches of `batch` points (sorted
+    /// latencies) written in `secs`.
+    fn of_batches(latencies: &[u32], batch: usize, secs: f64) -> Self {
+        Figure {
+            per_second: (latencies.len() * batch) as f64 / secs,
+            p50_ms: pct(latencies, 0.5),
+            p99_ms: pct(latencies, 0.99),
+        }
+    }
 }
 
 async fn get_latencies(
@@ -257,7 +265,7 @@ pub async fn run(o: &Options) -> Result<()> {
     println!(
         "plantd telemetry benchmark: {connections} client connections, {} s per row; load generator and server share this machine's {} cores",
         o.duration.as_secs(),
-        std::thread::available_parallelism().map_or(0, |n| n.get())
+        crate::harness::cores()
     );
     println!(
         "plantd acknowledges a batch once it is durable (SQLite WAL synchronous=FULL; PostgreSQL commit); so does the baseline"

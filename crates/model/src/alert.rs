@@ -116,15 +116,17 @@ pub struct Condition {
     pub max_gap_seconds: i64,
 }
 
-/// An alert rule as stored.
-#[derive(Clone, Debug, PartialEq)]
+/// An alert rule as stored, and as the API answers it (without its organization).
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct AlertRule {
     pub id: String,
+    #[serde(skip)]
+    #[schema(ignore)]
     pub org_id: String,
     pub name: String,
     pub severity: Severity,
     pub data_source_id: String,
-    /// Only this asset of the data source; `None`: every asset.
+    /// Only this asset of the data source; null: every asset.
     pub asset_id: Option<String>,
     pub condition: Condition,
     pub notifications: Vec<String>,

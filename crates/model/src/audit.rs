@@ -271,8 +271,13 @@ pub enum ActorType {
     ApiKey,
     Session,
     OAuthToken,
+    /// An OAuth client authenticating with its own credentials (token, revocation and
+    /// introspection requests).
+    OAuthClient,
     /// A device presenting a license key (activate, validate, deactivate).
     LicenseKey,
+    /// A connector of the platform (not audited per batch; named where a record needs it).
+    Connector,
     Anonymous,
 }
 
@@ -282,7 +287,9 @@ impl ActorType {
             ActorType::ApiKey => "api_key",
             ActorType::Session => "session",
             ActorType::OAuthToken => "oauth_token",
+            ActorType::OAuthClient => "oauth_client",
             ActorType::LicenseKey => "license_key",
+            ActorType::Connector => "connector",
             ActorType::Anonymous => "anonymous",
         }
     }

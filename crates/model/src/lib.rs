@@ -7,7 +7,9 @@ pub mod dashboard;
 pub mod data_source;
 pub mod errors;
 pub mod event;
+mod id;
 pub mod identity;
+pub mod json;
 pub mod license;
 pub mod org;
 pub mod page;
@@ -18,13 +20,8 @@ pub mod timestamp;
 pub mod validation;
 
 pub use errors::error_chain;
+pub use id::new_id;
 pub use scope::Scope;
 pub use tier::Tier;
 pub use timestamp::Timestamp;
 pub use validation::{FieldError, Validator};
-
-/// A new identifier: a UUID v7 string. Time-ordered ids keep `ORDER BY created_at, id` stable
-/// and index-friendly on both backends.
-pub fn new_id() -> String {
-    uuid::Uuid::now_v7().to_string()
-}

@@ -168,6 +168,7 @@ fn parse_role(s: &str) -> Result<Role, String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    plantd_alerts::tls::install_provider();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -423,6 +424,8 @@ async fn serve(
         "Default"
     };
     let first = operator::first_start(&store, org_name).await?;
+    // The one application of this process: the demo is seeded through it, then it is served.
+    let app = plantd_app::App::new(store.clone(), cfg.api.clone().listening_on(addr));
     println!(
         "plantd {} listening on http://{addr}",
         env!("CARGO_PKG_VERSION")
@@ -441,7 +444,6 @@ async fn serve(
             .await?
             .context("the database has no organization")?;
         let endpoint = format!("opc.tcp://127.0.0.1:{}/", d.sim_port);
-        let app = plantd_app::App::new(store.clone(), cfg.api.clone());
         let report = app
             .seed_demo(&org.id, &endpoint)
             .await
@@ -486,7 +488,7 @@ async fn serve(
         None => {}
     }
     tracing::info!(%addr, "serving");
-    plantd_api::serve(listener, store.clone(), cfg.api, stopped(stop)).await?;
+    plantd_api::serve(listener, app, stopped(stop)).await?;
     store.close().await;
     if let Some(sim) = simulator
         && let Err(e) = sim.await

@@ -7,7 +7,23 @@ use plantd_model::{Timestamp, new_id};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
+use crate::rows::OrgTable;
+use crate::rows::touched;
 use crate::{Result, Store, StoreError};
+
+/// Alert rules, oldest first.
+const RULES: OrgTable = OrgTable {
+    name: "alert_rules",
+    columns: "*",
+    order: "created_at, id",
+};
+
+/// Alerts, newest first.
+const ALERTS: OrgTable = OrgTable {
+    name: "alerts",
+    columns: "*",
+    order: "triggered_at DESC, id DESC",
+};
 
 /// The fields of a new or replaced rule.
 #[derive(Clone, Debug)]
@@ -189,23 +205,12 @@ impl Store {
     }
 
     pub async fn alert_rule(&self, org_id: &str, id: &str) -> Result<AlertRule> {
-        let row = sqlx::query("SELECT * FROM alert_rules WHERE org_id = $1 AND id = $2")
-            .bind(org_id)
-            .bind(id)
-            .fetch_optional(self.pool())
-            .await?
-            .ok_or(StoreError::NotFound)?;
-        rule_from_row(&row)
+        self.org_row(&RULES, org_id, id, rule_from_row).await
     }
 
     /// Every rule of an organization, oldest first.
     pub async fn alert_rules(&self, org_id: &str) -> Result<Vec<AlertRule>> {
-        let rows =
-            sqlx::query("SELECT * FROM alert_rules WHERE org_id = $1 ORDER BY created_at, id")
-                .bind(org_id)
-                .fetch_all(self.pool())
-                .await?;
-        rows.iter().map(rule_from_row).collect()
+        self.org_rows(&RULES, org_id, rule_from_row).await
     }
 
     /// Replaces a rule's fields.
@@ -215,36 +220,26 @@ impl Store {
         id: &str,
         f: RuleFields,
     ) -> Result<AlertRule> {
-        let mut tx = self.begin_write().await?;
         let q = sqlx::query(
             "UPDATE alert_rules SET name = $1, severity = $2, data_source_id = $3, asset_id = $4, tag_name = $5, \
              operator = $6, threshold = $7, duration_seconds = $8, max_gap_seconds = $9, notifications = $10, \
              enabled = $11, auto_resolve = $12, updated_at = $13 WHERE org_id = $14 AND id = $15",
         );
-        let done = bind_rule_fields(q, &f)
-            .bind(Timestamp::now().millis())
-            .bind(org_id)
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::NotFound);
-        }
-        tx.commit().await?;
+        let update = bind_rule_fields(q, &f).bind(Timestamp::now().millis());
+        self.write_one(update.bind(org_id).bind(id)).await?;
         self.alert_rule(org_id, id).await
     }
 
     /// Deletes a rule; its open alerts are resolved (`resolved_by` = `rule_deleted`).
     pub async fn delete_alert_rule(&self, org_id: &str, id: &str) -> Result<Vec<Alert>> {
         let mut tx = self.begin_write().await?;
-        let done = sqlx::query("DELETE FROM alert_rules WHERE org_id = $1 AND id = $2")
-            .bind(org_id)
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::NotFound);
-        }
+        touched(
+            sqlx::query("DELETE FROM alert_rules WHERE org_id = $1 AND id = $2")
+                .bind(org_id)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?,
+        )?;
         let open: Vec<String> = sqlx::query(
             "SELECT id FROM alerts WHERE org_id = $1 AND rule_id = $2 AND status <> 'resolved'",
         )
@@ -341,13 +336,7 @@ impl Store {
     }
 
     pub async fn alert(&self, org_id: &str, id: &str) -> Result<Alert> {
-        let row = sqlx::query("SELECT * FROM alerts WHERE org_id = $1 AND id = $2")
-            .bind(org_id)
-            .bind(id)
-            .fetch_optional(self.pool())
-            .await?
-            .ok_or(StoreError::NotFound)?;
-        alert_from_row(&row)
+        self.org_row(&ALERTS, org_id, id, alert_from_row).await
     }
 
     /// Alerts of an organization, newest first, and how many match.

@@ -6,7 +6,15 @@ use plantd_model::{Scope, Timestamp, new_id, scope};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
+use crate::rows::OrgTable;
 use crate::{Result, Store, StoreError};
+
+/// API keys (without their hash), oldest first.
+const KEYS: OrgTable = OrgTable {
+    name: "api_keys",
+    columns: KEY_COLUMNS,
+    order: "created_at, id",
+};
 
 pub struct NewApiKey<'a> {
     pub org_id: &'a str,
@@ -86,35 +94,14 @@ impl Store {
     }
 
     pub async fn api_key(&self, org_id: &str, id: &str) -> Result<ApiKey> {
-        let sql = format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE org_id = $1 AND id = $2");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(org_id)
-            .bind(id)
-            .fetch_optional(self.pool())
-            .await?
-            .ok_or(StoreError::NotFound)?;
-        key_from_row(&row)
+        self.org_row(&KEYS, org_id, id, key_from_row).await
     }
 
     pub async fn api_keys(&self, org_id: &str, page: Page) -> Result<Paged<ApiKey>> {
-        let total: i64 = sqlx::query("SELECT COUNT(*) AS n FROM api_keys WHERE org_id = $1")
-            .bind(org_id)
-            .fetch_one(self.pool())
-            .await?
-            .try_get("n")?;
-        let sql = format!(
-            "SELECT {KEY_COLUMNS} FROM api_keys WHERE org_id = $1 ORDER BY created_at, id LIMIT $2 OFFSET $3"
-        );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(org_id)
-            .bind(page.limit())
-            .bind(page.offset())
-            .fetch_all(self.pool())
+        let (items, total) = self
+            .org_page(&KEYS, org_id, (page.limit(), page.offset()), key_from_row)
             .await?;
-        Ok(Paged {
-            items: rows.iter().map(key_from_row).collect::<Result<_>>()?,
-            total: total as u64,
-        })
+        Ok(Paged { items, total })
     }
 
     /// Revokes a key (idempotent: a revoked key keeps its first revocation time).

@@ -9,7 +9,15 @@ use sqlx::any::AnyRow;
 use std::collections::BTreeMap;
 
 use crate::audit_writer::{self, NewAuditRecord};
+use crate::rows::OrgTable;
 use crate::{Arg, Result, Store, StoreError, Where, like_pattern};
+
+/// Audit records, newest first.
+const AUDIT_LOGS: OrgTable = OrgTable {
+    name: "audit_logs",
+    columns: "*",
+    order: "timestamp DESC, id DESC",
+};
 
 /// Filters of `GET /audit/logs`; empty lists and `None` filter nothing.
 #[derive(Clone, Debug, Default)]
@@ -192,13 +200,7 @@ impl Store {
     }
 
     pub async fn audit_log(&self, org_id: &str, id: &str) -> Result<AuditRecord> {
-        let row = sqlx::query("SELECT * FROM audit_logs WHERE org_id = $1 AND id = $2")
-            .bind(org_id)
-            .bind(id)
-            .fetch_optional(self.pool())
-            .await?
-            .ok_or(StoreError::NotFound)?;
-        record_from_row(&row)
+        self.org_row(&AUDIT_LOGS, org_id, id, record_from_row).await
     }
 
     pub async fn audit_summary(&self, org_id: &str, f: &AuditFilter) -> Result<AuditSummary> {

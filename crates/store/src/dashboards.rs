@@ -6,7 +6,15 @@ use plantd_model::{Timestamp, new_id};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use crate::{Result, Store, StoreError};
+use crate::rows::OrgTable;
+use crate::{Result, Store};
+
+/// Dashboards, by name.
+const DASHBOARDS: OrgTable = OrgTable {
+    name: "dashboards",
+    columns: "*",
+    order: "name, id",
+};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Dashboard {
@@ -69,13 +77,8 @@ impl Store {
     }
 
     pub async fn dashboard(&self, org_id: &str, id: &str) -> Result<Dashboard> {
-        let row = sqlx::query("SELECT * FROM dashboards WHERE org_id = $1 AND id = $2")
-            .bind(org_id)
-            .bind(id)
-            .fetch_optional(self.pool())
-            .await?
-            .ok_or(StoreError::NotFound)?;
-        dashboard_from_row(&row)
+        self.org_row(&DASHBOARDS, org_id, id, dashboard_from_row)
+            .await
     }
 
     /// A page of an organization's dashboards by name, and how many there are.
@@ -85,23 +88,8 @@ impl Store {
         limit: i64,
         offset: i64,
     ) -> Result<(Vec<Dashboard>, u64)> {
-        let total: i64 = sqlx::query("SELECT COUNT(*) AS n FROM dashboards WHERE org_id = $1")
-            .bind(org_id)
-            .fetch_one(self.pool())
-            .await?
-            .try_get("n")?;
-        let rows = sqlx::query(
-            "SELECT * FROM dashboards WHERE org_id = $1 ORDER BY name, id LIMIT $2 OFFSET $3",
-        )
-        .bind(org_id)
-        .bind(limit)
-        .bind(offset)
-        .fetch_all(self.pool())
-        .await?;
-        Ok((
-            rows.iter().map(dashboard_from_row).collect::<Result<_>>()?,
-            total as u64,
-        ))
+        self.org_page(&DASHBOARDS, org_id, (limit, offset), dashboard_from_row)
+            .await
     }
 
     pub async fn update_dashboard(
@@ -112,39 +100,20 @@ impl Store {
         description: &str,
         layout: &Layout,
     ) -> Result<Dashboard> {
-        let now = Timestamp::now();
-        let mut tx = self.begin_write().await?;
-        let done = sqlx::query(
+        let update = sqlx::query(
             "UPDATE dashboards SET name = $1, description = $2, layout = $3, updated_at = $4 \
              WHERE org_id = $5 AND id = $6",
         )
         .bind(name)
         .bind(description)
         .bind(serde_json::to_string(layout)?)
-        .bind(now.millis())
-        .bind(org_id)
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::NotFound);
-        }
-        tx.commit().await?;
+        .bind(Timestamp::now().millis());
+        self.write_one(update.bind(org_id).bind(id)).await?;
         self.dashboard(org_id, id).await
     }
 
     pub async fn delete_dashboard(&self, org_id: &str, id: &str) -> Result<()> {
-        let mut tx = self.begin_write().await?;
-        let done = sqlx::query("DELETE FROM dashboards WHERE org_id = $1 AND id = $2")
-            .bind(org_id)
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::NotFound);
-        }
-        tx.commit().await?;
-        Ok(())
+        self.delete_org_row(&DASHBOARDS, org_id, id).await
     }
 
     /// The names of an organization's dashboards (for `plantd up`: create each once).

@@ -10,7 +10,15 @@ use sqlx::any::AnyRow;
 
 use std::sync::Arc;
 
+use crate::rows::{OrgTable, delete_in};
 use crate::{Result, Store, StoreError, conflict_on_unique};
+
+/// Data sources, oldest first.
+const DATA_SOURCES: OrgTable = OrgTable {
+    name: "data_sources",
+    columns: "*",
+    order: "created_at, id",
+};
 
 pub struct NewDataSource<'a> {
     pub org_id: &'a str,
@@ -104,13 +112,7 @@ impl Store {
     }
 
     pub async fn data_source(&self, org_id: &str, id: &str) -> Result<DataSource> {
-        let row = sqlx::query("SELECT * FROM data_sources WHERE org_id = $1 AND id = $2")
-            .bind(org_id)
-            .bind(id)
-            .fetch_optional(self.pool())
-            .await?
-            .ok_or(StoreError::NotFound)?;
-        from_row(&row)
+        self.org_row(&DATA_SOURCES, org_id, id, from_row).await
     }
 
     /// Every data source of an organization, oldest first, from memory when possible.
@@ -119,12 +121,7 @@ impl Store {
             Ok(hit) => return Ok(hit),
             Err(generation) => generation,
         };
-        let rows =
-            sqlx::query("SELECT * FROM data_sources WHERE org_id = $1 ORDER BY created_at, id")
-                .bind(org_id)
-                .fetch_all(self.pool())
-                .await?;
-        let list = Arc::new(rows.iter().map(from_row).collect::<Result<Vec<_>>>()?);
+        let list = Arc::new(self.org_rows(&DATA_SOURCES, org_id, from_row).await?);
         self.data_source_cache.put(org_id, generation, list.clone());
         Ok(list)
     }
@@ -178,14 +175,7 @@ impl Store {
 
     pub async fn delete_data_source(&self, org_id: &str, id: &str) -> Result<()> {
         let mut tx = self.begin_write().await?;
-        let done = sqlx::query("DELETE FROM data_sources WHERE org_id = $1 AND id = $2")
-            .bind(org_id)
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::NotFound);
-        }
+        delete_in(&mut tx, &DATA_SOURCES, org_id, id).await?;
         self.commit_data_source_write(tx, org_id).await
     }
 

@@ -8,6 +8,7 @@ use plantd_model::{Tier, Timestamp, new_id};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
+use crate::rows::touched;
 use crate::{Result, Store, StoreError};
 
 pub struct NewSession<'a> {
@@ -166,14 +167,13 @@ impl Store {
     /// Ends one of a user's sessions; another user's session is not found.
     pub async fn delete_session(&self, user_id: &str, id: &str) -> Result<()> {
         let _gate = self.write_guard().await;
-        let done = sqlx::query("DELETE FROM sessions WHERE id = $1 AND user_id = $2")
-            .bind(id)
-            .bind(user_id)
-            .execute(self.pool())
-            .await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::NotFound);
-        }
+        touched(
+            sqlx::query("DELETE FROM sessions WHERE id = $1 AND user_id = $2")
+                .bind(id)
+                .bind(user_id)
+                .execute(self.pool())
+                .await?,
+        )?;
         Ok(())
     }
 

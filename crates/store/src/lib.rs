@@ -22,6 +22,7 @@ mod notifications;
 mod notify;
 mod oauth;
 mod orgs;
+mod rows;
 mod sql;
 mod store;
 #[cfg(feature = "testing")]

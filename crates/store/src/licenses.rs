@@ -8,8 +8,17 @@ use plantd_model::{Timestamp, new_id};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
+use crate::rows::touched;
+use crate::rows::{OrgTable, delete_in};
 use crate::webhooks::queue_deliveries;
 use crate::{Arg, Result, Store, StoreError, Where, conflict_on_unique};
+
+/// Products, by name.
+const PRODUCTS: OrgTable = OrgTable {
+    name: "products",
+    columns: "*",
+    order: "name, id",
+};
 
 /// What a product is made of (create, and the whole of an update).
 #[derive(Clone, Debug)]
@@ -206,13 +215,7 @@ impl Store {
     }
 
     pub async fn product(&self, org_id: &str, id: &str) -> Result<Product> {
-        let row = sqlx::query("SELECT * FROM products WHERE org_id = $1 AND id = $2")
-            .bind(org_id)
-            .bind(id)
-            .fetch_optional(self.pool())
-            .await?
-            .ok_or(StoreError::NotFound)?;
-        product_from_row(&row)
+        self.org_row(&PRODUCTS, org_id, id, product_from_row).await
     }
 
     /// A page of an organization's products by name, and how many there are.
@@ -222,21 +225,8 @@ impl Store {
         limit: i64,
         offset: i64,
     ) -> Result<(Vec<Product>, u64)> {
-        let total: i64 = sqlx::query("SELECT COUNT(*) AS n FROM products WHERE org_id = $1")
-            .bind(org_id)
-            .fetch_one(self.pool())
-            .await?
-            .try_get("n")?;
-        let rows = sqlx::query(
-            "SELECT * FROM products WHERE org_id = $1 ORDER BY name, id LIMIT $2 OFFSET $3",
-        )
-        .bind(org_id)
-        .bind(limit)
-        .bind(offset)
-        .fetch_all(self.pool())
-        .await?;
-        let products = rows.iter().map(product_from_row).collect::<Result<_>>()?;
-        Ok((products, total as u64))
+        self.org_page(&PRODUCTS, org_id, (limit, offset), product_from_row)
+            .await
     }
 
     pub async fn update_product(
@@ -246,7 +236,7 @@ impl Store {
         p: &ProductFields,
     ) -> Result<Product> {
         let mut tx = self.begin_write().await?;
-        let done = sqlx::query(
+        touched(sqlx::query(
             "UPDATE products SET name = $1, sku = $2, description = $3, price = $4, license_type = $5, \
              features = $6, updated_at = $7 WHERE org_id = $8 AND id = $9",
         )
@@ -261,10 +251,7 @@ impl Store {
         .bind(id)
         .execute(&mut *tx)
         .await
-        .map_err(|e| conflict_on_unique(e, &sku_taken(&p.sku)))?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::NotFound);
-        }
+        .map_err(|e| conflict_on_unique(e, &sku_taken(&p.sku)))?)?;
         tx.commit().await?;
         self.product(org_id, id).await
     }
@@ -285,14 +272,7 @@ impl Store {
                 "the product has {licenses} license(s); a product that licenses were issued for is kept with them"
             )));
         }
-        let done = sqlx::query("DELETE FROM products WHERE org_id = $1 AND id = $2")
-            .bind(org_id)
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::NotFound);
-        }
+        delete_in(&mut tx, &PRODUCTS, org_id, id).await?;
         tx.commit().await?;
         Ok(())
     }

@@ -9,7 +9,16 @@ use plantd_model::{Scope, Timestamp, new_id, scope};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
+use crate::rows::OrgTable;
+use crate::rows::touched;
 use crate::{Result, Store, StoreError};
+
+/// OAuth applications (with their secret's hash, for client authentication), oldest first.
+const APPLICATIONS: OrgTable = OrgTable {
+    name: "oauth_applications",
+    columns: APP_COLUMNS,
+    order: "created_at, id",
+};
 
 pub struct NewApplication<'a> {
     pub org_id: &'a str,
@@ -138,15 +147,7 @@ impl Store {
     }
 
     pub async fn application(&self, org_id: &str, id: &str) -> Result<ClientRecord> {
-        let sql =
-            format!("SELECT {APP_COLUMNS} FROM oauth_applications WHERE org_id = $1 AND id = $2");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(org_id)
-            .bind(id)
-            .fetch_optional(self.pool())
-            .await?
-            .ok_or(StoreError::NotFound)?;
-        app_from_row(&row)
+        self.org_row(&APPLICATIONS, org_id, id, app_from_row).await
     }
 
     /// The application with a client id, in any organization (the OAuth endpoints).
@@ -160,28 +161,12 @@ impl Store {
     }
 
     pub async fn applications(&self, org_id: &str, page: Page) -> Result<Paged<OAuthApplication>> {
-        let total: i64 =
-            sqlx::query("SELECT COUNT(*) AS n FROM oauth_applications WHERE org_id = $1")
-                .bind(org_id)
-                .fetch_one(self.pool())
-                .await?
-                .try_get("n")?;
-        let sql = format!(
-            "SELECT {APP_COLUMNS} FROM oauth_applications WHERE org_id = $1 ORDER BY created_at, id LIMIT $2 OFFSET $3"
-        );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(org_id)
-            .bind(page.limit())
-            .bind(page.offset())
-            .fetch_all(self.pool())
+        let (items, total) = self
+            .org_page(&APPLICATIONS, org_id, (page.limit(), page.offset()), |r| {
+                app_from_row(r).map(|c| c.app)
+            })
             .await?;
-        Ok(Paged {
-            items: rows
-                .iter()
-                .map(|r| app_from_row(r).map(|c| c.app))
-                .collect::<Result<_>>()?,
-            total: total as u64,
-        })
+        Ok(Paged { items, total })
     }
 
     pub async fn update_application(
@@ -194,7 +179,7 @@ impl Store {
     ) -> Result<OAuthApplication> {
         {
             let _gate = self.write_guard().await;
-            let done = sqlx::query(
+            touched(sqlx::query(
                 "UPDATE oauth_applications SET name = $1, redirect_uris = $2, scopes = $3, updated_at = $4 \
                  WHERE org_id = $5 AND id = $6",
             )
@@ -205,10 +190,7 @@ impl Store {
             .bind(org_id)
             .bind(id)
             .execute(self.pool())
-            .await?;
-            if done.rows_affected() == 0 {
-                return Err(StoreError::NotFound);
-            }
+            .await?)?;
         }
         Ok(self.application(org_id, id).await?.app)
     }
@@ -222,7 +204,7 @@ impl Store {
     ) -> Result<OAuthApplication> {
         {
             let _gate = self.write_guard().await;
-            let done = sqlx::query(
+            touched(sqlx::query(
             "UPDATE oauth_applications SET secret_hash = $1, updated_at = $2 WHERE org_id = $3 AND id = $4",
         )
         .bind(secret_hash)
@@ -230,10 +212,7 @@ impl Store {
         .bind(org_id)
         .bind(id)
         .execute(self.pool())
-        .await?;
-            if done.rows_affected() == 0 {
-                return Err(StoreError::NotFound);
-            }
+        .await?)?;
         }
         Ok(self.application(org_id, id).await?.app)
     }

@@ -6,6 +6,7 @@ use plantd_model::{Tier, Timestamp, new_id};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
+use crate::rows::touched;
 use crate::{Result, Store, StoreError, conflict_on_unique};
 
 pub struct NewUser<'a> {
@@ -92,15 +93,14 @@ impl Store {
 
     pub async fn update_org_name(&self, id: &str, name: &str) -> Result<Organization> {
         let _gate = self.write_guard().await;
-        let done = sqlx::query("UPDATE organizations SET name = $1, updated_at = $2 WHERE id = $3")
-            .bind(name)
-            .bind(Timestamp::now().millis())
-            .bind(id)
-            .execute(self.pool())
-            .await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::NotFound);
-        }
+        touched(
+            sqlx::query("UPDATE organizations SET name = $1, updated_at = $2 WHERE id = $3")
+                .bind(name)
+                .bind(Timestamp::now().millis())
+                .bind(id)
+                .execute(self.pool())
+                .await?,
+        )?;
         self.org(id).await
     }
 
@@ -176,31 +176,29 @@ impl Store {
     pub async fn activate_member(&self, org_id: &str, user_id: &str) -> Result<Member> {
         {
             let _gate = self.write_guard().await;
-            let done = sqlx::query(
-                "UPDATE memberships SET status = 'active' WHERE org_id = $1 AND user_id = $2",
-            )
-            .bind(org_id)
-            .bind(user_id)
-            .execute(self.pool())
-            .await?;
-            if done.rows_affected() == 0 {
-                return Err(StoreError::NotFound);
-            }
+            touched(
+                sqlx::query(
+                    "UPDATE memberships SET status = 'active' WHERE org_id = $1 AND user_id = $2",
+                )
+                .bind(org_id)
+                .bind(user_id)
+                .execute(self.pool())
+                .await?,
+            )?;
         }
         self.member(org_id, user_id).await
     }
 
     pub async fn update_user_name(&self, user_id: &str, name: &str) -> Result<User> {
         let _gate = self.write_guard().await;
-        let done = sqlx::query("UPDATE users SET name = $1, updated_at = $2 WHERE id = $3")
-            .bind(name)
-            .bind(Timestamp::now().millis())
-            .bind(user_id)
-            .execute(self.pool())
-            .await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::NotFound);
-        }
+        touched(
+            sqlx::query("UPDATE users SET name = $1, updated_at = $2 WHERE id = $3")
+                .bind(name)
+                .bind(Timestamp::now().millis())
+                .bind(user_id)
+                .execute(self.pool())
+                .await?,
+        )?;
         self.user(user_id).await
     }
 

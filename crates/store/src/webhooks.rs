@@ -7,7 +7,16 @@ use plantd_model::{Timestamp, new_id};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use crate::{Result, Store, StoreError, event_column};
+use crate::rows::touched;
+use crate::rows::{OrgTable, delete_in};
+use crate::{Result, Store, event_column};
+
+/// Webhooks, oldest first.
+const WEBHOOKS: OrgTable = OrgTable {
+    name: "webhooks",
+    columns: "*",
+    order: "created_at, id",
+};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Webhook {
@@ -156,22 +165,12 @@ impl Store {
     }
 
     pub async fn webhook(&self, org_id: &str, id: &str) -> Result<Webhook> {
-        let row = sqlx::query("SELECT * FROM webhooks WHERE org_id = $1 AND id = $2")
-            .bind(org_id)
-            .bind(id)
-            .fetch_optional(self.pool())
-            .await?
-            .ok_or(StoreError::NotFound)?;
-        webhook_from_row(&row)
+        self.org_row(&WEBHOOKS, org_id, id, webhook_from_row).await
     }
 
     /// Every webhook of an organization, oldest first.
     pub async fn webhooks(&self, org_id: &str) -> Result<Vec<Webhook>> {
-        let rows = sqlx::query("SELECT * FROM webhooks WHERE org_id = $1 ORDER BY created_at, id")
-            .bind(org_id)
-            .fetch_all(self.pool())
-            .await?;
-        rows.iter().map(webhook_from_row).collect()
+        self.org_rows(&WEBHOOKS, org_id, webhook_from_row).await
     }
 
     pub async fn update_webhook(
@@ -183,7 +182,7 @@ impl Store {
         secret: &str,
     ) -> Result<Webhook> {
         let mut tx = self.begin_write().await?;
-        let done = sqlx::query(
+        touched(sqlx::query(
             "UPDATE webhooks SET url = $1, events = $2, secret = $3, updated_at = $4 WHERE org_id = $5 AND id = $6",
         )
         .bind(url)
@@ -193,10 +192,7 @@ impl Store {
         .bind(org_id)
         .bind(id)
         .execute(&mut *tx)
-        .await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::NotFound);
-        }
+        .await?)?;
         tx.commit().await?;
         self.webhook(org_id, id).await
     }
@@ -209,14 +205,7 @@ impl Store {
             .bind(id)
             .execute(&mut *tx)
             .await?;
-        let done = sqlx::query("DELETE FROM webhooks WHERE org_id = $1 AND id = $2")
-            .bind(org_id)
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::NotFound);
-        }
+        delete_in(&mut tx, &WEBHOOKS, org_id, id).await?;
         tx.commit().await?;
         Ok(())
     }

@@ -185,7 +185,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Columns> {
                 quality,
             })
         }
-        other => Err(corrupt(&format!("unknown block encoding {other}"))),
+        _ => Err(corrupt("unknown block encoding")),
     }
 }
 
@@ -219,11 +219,17 @@ fn word(b: &[u8]) -> [u8; 8] {
 }
 
 pub(crate) fn codec(e: pco::errors::PcoError) -> TsdbError {
-    TsdbError::Block(e.to_string())
+    TsdbError::Block {
+        context: "the compression codec failed",
+        source: Some(Box::new(e)),
+    }
 }
 
-pub(crate) fn corrupt(what: &str) -> TsdbError {
-    TsdbError::Block(what.to_string())
+pub(crate) fn corrupt(what: &'static str) -> TsdbError {
+    TsdbError::Block {
+        context: what,
+        source: None,
+    }
 }
 
 #[cfg(test)]

@@ -10,9 +10,13 @@ pub enum TsdbError {
     /// stopped before answering.
     #[error("{0}")]
     Writer(String),
-    /// A stored block could not be encoded or read back.
-    #[error("telemetry block: {0}")]
-    Block(String),
+    /// A stored block could not be encoded or read back (the codec's error kept).
+    #[error("telemetry block: {context}")]
+    Block {
+        context: &'static str,
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
 }
 
 pub type Result<T> = std::result::Result<T, TsdbError>;

@@ -156,7 +156,10 @@ pub(crate) async fn prepare(
         })
     })
     .await
-    .map_err(|e| crate::error::TsdbError::Block(format!("merging a window stopped: {e}")))??;
+    .map_err(|e| crate::error::TsdbError::Block {
+        context: "merging a window stopped",
+        source: Some(Box::new(e)),
+    })??;
     Ok(merge)
 }
 

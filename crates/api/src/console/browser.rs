@@ -8,15 +8,21 @@ use plantd_app::{AppError, Caller};
 use plantd_model::Timestamp;
 use plantd_model::org::Role;
 
+use super::page::{ConsolePage, Here};
 use crate::csrf;
 use crate::state::AppState;
 
-/// The person signed in to the console, with what the page header shows.
+/// The person signed in to the console, with what the page header shows, on the page they
+/// asked for.
 pub(crate) struct Browser {
     pub(crate) caller: Caller,
     pub(crate) email: String,
     pub(crate) org_name: String,
     pub(crate) role: Role,
+    /// The page's declaration (the router puts it on each page's requests).
+    pub(crate) page: &'static ConsolePage,
+    /// Every page, for the navigation.
+    pub(crate) pages: &'static [ConsolePage],
 }
 
 impl Browser {
@@ -28,6 +34,11 @@ impl Browser {
     /// API refuses regardless).
     pub(crate) fn may(&self, scope: plantd_model::Scope) -> bool {
         self.caller.scopes.iter().any(|s| s.grants(scope))
+    }
+
+    /// Whether the person's role may see `page` (the rule of the API behind it).
+    pub(crate) fn may_see(&self, page: &ConsolePage) -> bool {
+        page.needs.is_none_or(|(scope, _)| self.may(scope))
     }
 }
 
@@ -42,18 +53,37 @@ fn to_login(parts: &Parts) -> Response {
     Redirect::to(&format!("/login?{query}")).into_response()
 }
 
-impl FromRequestParts<AppState> for Browser {
-    type Rejection = Response;
+/// Why a page is not shown: no session (the login page, then back), a role that may not see it
+/// (a 403 page with the page's reason, rendered by the layout), or a failure.
+pub(crate) enum NotShown {
+    Login(Response),
+    Forbidden(Browser, &'static str),
+    Failed(Response),
+}
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
+/// The signed-in person, or why the page is not shown.
+impl FromRequestParts<AppState> for Browser {
+    type Rejection = NotShown;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, NotShown> {
+        let Some(Here { page, pages }) = parts.extensions.get::<Here>().copied() else {
+            return Err(NotShown::Failed(
+                crate::error::ApiError::internal("a console page without its declaration")
+                    .into_response(),
+            ));
+        };
         let Some(token) = csrf::session_cookie(&parts.headers) else {
-            return Err(to_login(parts));
+            return Err(NotShown::Login(to_login(parts)));
         };
         let app = &state.app;
         let caller = match app.session_caller(&token, true, Timestamp::now()).await {
             Ok(c) => c,
-            Err(AppError::Unauthenticated(_)) => return Err(to_login(parts)),
-            Err(e) => return Err(crate::error::ApiError::from(e).into_response()),
+            Err(AppError::Unauthenticated(_)) => return Err(NotShown::Login(to_login(parts))),
+            Err(e) => {
+                return Err(NotShown::Failed(
+                    crate::error::ApiError::from(e).into_response(),
+                ));
+            }
         };
         let found = async {
             let (user, role) = app.me(&caller).await?;
@@ -62,14 +92,28 @@ impl FromRequestParts<AppState> for Browser {
         }
         .await;
         match found {
-            Ok((user, role, org)) => Ok(Browser {
-                caller,
-                email: user.email,
-                org_name: org.name,
-                role,
-            }),
-            Err(AppError::NotFound(_)) | Err(AppError::Unauthenticated(_)) => Err(to_login(parts)),
-            Err(e) => Err(crate::error::ApiError::from(e).into_response()),
+            Ok((user, role, org)) => {
+                let browser = Browser {
+                    caller,
+                    email: user.email,
+                    org_name: org.name,
+                    role,
+                    page,
+                    pages,
+                };
+                match page.needs {
+                    Some((_, why)) if !browser.may_see(page) => {
+                        Err(NotShown::Forbidden(browser, why))
+                    }
+                    _ => Ok(browser),
+                }
+            }
+            Err(AppError::NotFound(_)) | Err(AppError::Unauthenticated(_)) => {
+                Err(NotShown::Login(to_login(parts)))
+            }
+            Err(e) => Err(NotShown::Failed(
+                crate::error::ApiError::from(e).into_response(),
+            )),
         }
     }
 }

@@ -1,39 +1,41 @@
-//! The console's page shell: the document around every page (navigation, the signed-in person,
-//! scripts), its security headers, error pages, and times shown in the browser's zone.
+//! The console's page shell: the document around every page (navigation from the page table,
+//! the signed-in person, scripts), its security headers and error pages.
 
 use axum::http::StatusCode;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use maud::{DOCTYPE, Markup, html};
 use plantd_app::AppError;
 
-use super::browser::Browser;
+use super::browser::{Browser, NotShown};
 
 /// Content-Security-Policy of every console page: this origin's scripts, styles, images and
 /// connections (the API and its WebSocket) only; no inline script; not framed.
 const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
                    connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
 
-/// The console's navigation: path and label.
-const NAV: [(&str, &str); 8] = [
-    ("/", "Overview"),
-    ("/dashboards", "Dashboards"),
-    ("/alerts", "Alerts"),
-    ("/alert-rules", "Alert rules"),
-    ("/data-sources", "Data sources"),
-    ("/api-keys", "API keys"),
-    ("/members", "Members"),
-    ("/licenses", "Licenses"),
-];
+/// A page of the console, titled as its declaration says (see [`shell_titled`]).
+pub(crate) fn shell(browser: &Browser, body: Markup, scripts: &[&str]) -> Response {
+    shell_titled(browser, browser.page.title, body, scripts)
+}
 
-/// A page of the console: `title`, the navigation (with `active` marked) and the signed-in
-/// person, then `body`; `scripts` after the body (paths under `/assets/`).
-pub(crate) fn shell(
-    browser: Option<&Browser>,
+/// A page of the console: `title`, the navigation (the pages the person may see, with the
+/// page's section marked) and the signed-in person, then `body`; `scripts` after the body
+/// (paths under `/assets/`).
+pub(crate) fn shell_titled(
+    browser: &Browser,
     title: &str,
-    active: &str,
     body: Markup,
     scripts: &[&str],
 ) -> Response {
+    document(Some(browser), title, body, scripts)
+}
+
+/// The page of someone not signed in (the login form): no navigation.
+pub(crate) fn bare(title: &str, body: Markup) -> Response {
+    document(None, title, body, &[])
+}
+
+fn document(browser: Option<&Browser>, title: &str, body: Markup, scripts: &[&str]) -> Response {
     let markup = html! {
         (DOCTYPE)
         html lang="en" {
@@ -51,11 +53,11 @@ pub(crate) fn shell(
                     header class="topbar" {
                         a class="brand" href="/" { "plantd" }
                         nav aria-label="Main" {
-                            @for (path, label) in NAV {
-                                @if path == active {
-                                    a href=(path) aria-current="page" { (label) }
+                            @for p in b.pages.iter().filter(|p| p.nav && b.may_see(p)) {
+                                @if p.section == b.page.section {
+                                    a href=(p.path) aria-current="page" { (p.title) }
                                 } @else {
-                                    a href=(path) { (label) }
+                                    a href=(p.path) { (p.title) }
                                 }
                             }
                         }
@@ -87,29 +89,26 @@ pub(crate) fn page_response(status: StatusCode, markup: Markup) -> Response {
 }
 
 /// A page that shows what failed instead of its content (never a blank page), with the status
-/// the API would answer.
-pub(crate) fn failed(browser: &Browser, title: &str, active: &str, e: &AppError) -> Response {
+/// the API would answer (an internal error is logged once, here, with its cause chain).
+pub(crate) fn failed(browser: &Browser, e: &AppError) -> Response {
     let status = match e {
         AppError::NotFound(_) => StatusCode::NOT_FOUND,
-        AppError::Forbidden(_) => StatusCode::FORBIDDEN,
+        AppError::Forbidden(_) | AppError::MissingScope { .. } => StatusCode::FORBIDDEN,
         AppError::Invalid(_) => StatusCode::BAD_REQUEST,
-        _ => StatusCode::INTERNAL_SERVER_ERROR,
+        AppError::LimitReached { .. } => StatusCode::TOO_MANY_REQUESTS,
+        _ => {
+            tracing::error!(error = %plantd_model::error_chain(e), page = browser.page.path, "a console page failed");
+            StatusCode::INTERNAL_SERVER_ERROR
+        }
     };
-    error_shell(browser, status, title, active, &e.to_string())
+    error_shell(browser, status, &e.to_string())
 }
 
 /// A page that shows an error instead of its content (never a blank page).
-pub(crate) fn error_shell(
-    browser: &Browser,
-    status: StatusCode,
-    title: &str,
-    active: &str,
-    message: &str,
-) -> Response {
+pub(crate) fn error_shell(browser: &Browser, status: StatusCode, message: &str) -> Response {
+    let title = browser.page.title;
     let mut r = shell(
-        Some(browser),
-        title,
-        active,
+        browser,
         html! {
             h1 { (title) }
             p class="error" role="alert" { (message) }
@@ -120,17 +119,11 @@ pub(crate) fn error_shell(
     r
 }
 
-/// A time for people: the `<time>` element carries the instant, the console's script shows it
-/// in the browser's time zone (UTC until then).
-pub(crate) fn time(t: plantd_model::Timestamp) -> Markup {
-    let text = t.to_rfc3339();
-    html! { time datetime=(text) { (text) } }
-}
-
-/// An optional time, or a dash.
-pub(crate) fn maybe_time(t: Option<plantd_model::Timestamp>) -> Markup {
-    match t {
-        Some(t) => time(t),
-        None => html! { "–" },
+impl IntoResponse for NotShown {
+    fn into_response(self) -> Response {
+        match self {
+            NotShown::Login(r) | NotShown::Failed(r) => r,
+            NotShown::Forbidden(browser, why) => error_shell(&browser, StatusCode::FORBIDDEN, why),
+        }
     }
 }

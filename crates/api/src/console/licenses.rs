@@ -5,25 +5,23 @@
 use axum::extract::State;
 use axum::response::Response;
 use maud::{Markup, html};
-use plantd_model::Scope;
+use plantd_app::licenses::LicenseFilter;
 use plantd_model::license::{License, LicenseStatus, LicenseType};
-use plantd_store::LicenseFilter;
 
-use super::admin::{ALL, field};
 use super::browser::Browser;
-use super::layout::{error_shell, failed, maybe_time, shell};
+use super::kit::{ALL, OrPage, action_button, field, maybe_time};
+use super::layout::shell;
 use crate::state::AppState;
-
-const TITLE: &str = "Licenses";
-const PATH: &str = "/licenses";
 
 /// One action button on a license (`suspend`, `reinstate`, `renew`, `revoke`).
 fn action(l: &License, verb: &str, label: &str, class: &str, confirm: Option<String>) -> Markup {
-    html! {
-        form class="api-form inline" data-method="POST" data-action=(format!("/v1/licenses/{}/{verb}", l.id)) data-confirm=[confirm] {
-            button type="submit" class=(class) { (label) }
-        }
-    }
+    action_button(
+        "POST",
+        &format!("/v1/licenses/{}/{verb}", l.id),
+        label,
+        class,
+        confirm,
+    )
 }
 
 fn actions(l: &License) -> Markup {
@@ -45,29 +43,18 @@ fn actions(l: &License) -> Markup {
     }
 }
 
-pub(crate) async fn licenses(State(state): State<AppState>, browser: Browser) -> Response {
-    if !browser.may(Scope::Admin) {
-        return error_shell(
-            &browser,
-            axum::http::StatusCode::FORBIDDEN,
-            TITLE,
-            PATH,
-            "Products and licenses are managed by owners and admins.",
-        );
-    }
+pub(crate) async fn page(
+    State(state): State<AppState>,
+    browser: Browser,
+) -> Result<Response, Response> {
     let org = browser.org_id();
-    let products = match state.app.products(org, ALL).await {
-        Ok(p) => p.items,
-        Err(e) => return failed(&browser, TITLE, PATH, &e),
-    };
-    let licenses = match state
+    let products = state.app.products(org, ALL).await.or_page(&browser)?.items;
+    let licenses = state
         .app
         .licenses(org, &LicenseFilter::default(), ALL)
         .await
-    {
-        Ok(l) => l.items,
-        Err(e) => return failed(&browser, TITLE, PATH, &e),
-    };
+        .or_page(&browser)?
+        .items;
     let product_name = |id: &str| {
         products
             .iter()
@@ -88,9 +75,8 @@ pub(crate) async fn licenses(State(state): State<AppState>, browser: Browser) ->
                         td { (p.license_type.as_str()) }
                         td { (p.features.join(", ")) }
                         td class="actions" {
-                            form class="api-form inline" data-method="DELETE" data-action=(format!("/v1/products/{}", p.id)) data-confirm=(format!("Delete the product “{}”?", p.name)) {
-                                button type="submit" class="danger" { "Delete" }
-                            }
+                            (action_button("DELETE", &format!("/v1/products/{}", p.id), "Delete", "danger",
+                                Some(format!("Delete the product “{}”?", p.name))))
                         }
                     }
                 }
@@ -154,5 +140,5 @@ pub(crate) async fn licenses(State(state): State<AppState>, browser: Browser) ->
             }
         }
     };
-    shell(Some(&browser), TITLE, PATH, body, &[])
+    Ok(shell(&browser, body, &[]))
 }

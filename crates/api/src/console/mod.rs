@@ -4,41 +4,157 @@
 //! served from `/assets/`; the Content-Security-Policy allows scripts and styles from this origin
 //! only, so no page has inline script.
 
-mod admin;
+mod alerts;
+mod api_keys;
 mod browser;
+mod dashboards;
+mod data_sources;
+mod kit;
 mod layout;
 mod licenses;
-mod pages;
+mod members;
+mod overview;
+mod page;
 mod session;
 
-use axum::Router;
 use axum::extract::Path;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::{Extension, Router};
+use plantd_model::Scope;
+use plantd_model::audit::AuditEvent;
 
+use self::page::{ConsolePage, Here};
+use crate::pipeline::audit_as;
 use crate::state::AppState;
 
-/// The console's routes; a login attempt counts against the client address's unauthenticated
-/// limit, as the authorization server's forms do.
+const ADMINS_ONLY: &str = "this page is for owners and admins";
+
+/// Every page of the console, in navigation order.
+pub(crate) static PAGES: [ConsolePage; 11] = [
+    ConsolePage {
+        path: "/",
+        title: "Overview",
+        section: "/",
+        nav: true,
+        needs: None,
+        route: || get(overview::page),
+    },
+    ConsolePage {
+        path: "/dashboards",
+        title: "Dashboards",
+        section: "/dashboards",
+        nav: true,
+        needs: None,
+        route: || get(dashboards::list),
+    },
+    ConsolePage {
+        path: "/dashboards/{id}",
+        title: "Dashboard",
+        section: "/dashboards",
+        nav: false,
+        needs: None,
+        route: || get(dashboards::view),
+    },
+    ConsolePage {
+        path: "/dashboards/{id}/edit",
+        title: "Edit dashboard",
+        section: "/dashboards",
+        nav: false,
+        needs: Some((
+            Scope::WriteAssets,
+            "your role does not allow changing dashboards",
+        )),
+        route: || get(dashboards::editor),
+    },
+    ConsolePage {
+        path: "/alerts",
+        title: "Alerts",
+        section: "/alerts",
+        nav: true,
+        needs: None,
+        route: || get(alerts::alerts),
+    },
+    ConsolePage {
+        path: "/alert-rules",
+        title: "Alert rules",
+        section: "/alert-rules",
+        nav: true,
+        needs: None,
+        route: || get(alerts::rules),
+    },
+    ConsolePage {
+        path: "/data-sources",
+        title: "Data sources",
+        section: "/data-sources",
+        nav: true,
+        needs: None,
+        route: || get(data_sources::page),
+    },
+    ConsolePage {
+        path: "/api-keys",
+        title: "API keys",
+        section: "/api-keys",
+        nav: true,
+        needs: Some((Scope::Admin, ADMINS_ONLY)),
+        route: || get(api_keys::page),
+    },
+    ConsolePage {
+        path: "/members",
+        title: "Members",
+        section: "/members",
+        nav: true,
+        needs: Some((Scope::Admin, ADMINS_ONLY)),
+        route: || get(members::page),
+    },
+    ConsolePage {
+        path: "/licenses",
+        title: "Licenses",
+        section: "/licenses",
+        nav: true,
+        needs: Some((Scope::Admin, ADMINS_ONLY)),
+        route: || get(licenses::page),
+    },
+    // Not a page of its own: the login form (no navigation, no session).
+    ConsolePage {
+        path: "/login",
+        title: "Log in",
+        section: "",
+        nav: false,
+        needs: None,
+        route: || get(session::login_page),
+    },
+];
+
+/// The console's routes: every page of [`PAGES`] (with its declaration on its requests), login
+/// and logout (audited; a login attempt counts against the client address's unauthenticated
+/// limit, as the authorization server's forms do), and the embedded files.
 pub fn router(state: AppState) -> Router<AppState> {
-    let login = post(session::login).route_layer(axum::middleware::from_fn_with_state(
-        state,
-        crate::oauth_server::limit,
-    ));
-    Router::new()
-        .route("/", get(pages::overview))
-        .route("/login", get(session::login_page).merge(login))
-        .route("/logout", post(session::logout))
-        .route("/dashboards", get(pages::dashboards))
-        .route("/dashboards/{id}", get(pages::dashboard))
-        .route("/dashboards/{id}/edit", get(pages::dashboard_editor))
-        .route("/alerts", get(pages::alerts))
-        .route("/alert-rules", get(pages::alert_rules))
-        .route("/data-sources", get(admin::data_sources))
-        .route("/api-keys", get(admin::api_keys))
-        .route("/members", get(admin::members))
-        .route("/licenses", get(licenses::licenses))
+    let mut router = Router::new();
+    // Logging out is no page; its `Browser` is on the login page's declaration.
+    let mut logout = None;
+    for page in &PAGES {
+        let here = Here {
+            page,
+            pages: &PAGES,
+        };
+        let mut route = (page.route)().layer(Extension(here));
+        if page.path == "/login" {
+            logout = Some(
+                audit_as(&state, AuditEvent::SessionLogout, post(session::logout))
+                    .layer(Extension(here)),
+            );
+            route = route.merge(
+                audit_as(&state, AuditEvent::SessionLogin, post(session::login)).route_layer(
+                    axum::middleware::from_fn_with_state(state.clone(), crate::oauth_server::limit),
+                ),
+            );
+        }
+        router = router.route(page.path, route);
+    }
+    router
+        .route("/logout", logout.expect("PAGES declares /login"))
         .route("/assets/{*path}", get(asset))
 }
 

@@ -1,14 +1,16 @@
 //! Signing in and out of the console: the login form (back to the page asked for) and logout.
 
+use axum::Extension;
 use axum::extract::{RawQuery, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::html;
-use plantd_app::sessions::{ClientFacts, Login};
+use plantd_app::access::{Actor, AuditTrail};
+use plantd_app::sessions::Login;
 use serde::Deserialize;
 
 use super::browser::Browser;
-use super::layout::shell;
+use super::layout::bare;
 use crate::csrf;
 use crate::oauth_server::PageForm;
 use crate::state::AppState;
@@ -48,7 +50,7 @@ fn login_form(status: StatusCode, next: &str, email: &str, error: Option<&str>) 
             p class="hint" { a href="/password-reset" { "Forgot your password?" } }
         }
     };
-    let mut r = shell(None, "Log in", "", body, &[]);
+    let mut r = bare("Log in", body);
     *r.status_mut() = status;
     r
 }
@@ -61,8 +63,8 @@ pub(crate) async fn login_page(RawQuery(raw): RawQuery) -> Response {
 
 pub(crate) async fn login(
     State(state): State<AppState>,
-    headers: axum::http::HeaderMap,
-    PageForm { form, client_ip }: PageForm<LoginForm>,
+    Extension(trail): Extension<AuditTrail>,
+    PageForm { form }: PageForm<LoginForm>,
 ) -> Response {
     let next = local(form.next.as_deref());
     let email = form.email.unwrap_or_default();
@@ -71,13 +73,7 @@ pub(crate) async fn login(
         password: form.password.unwrap_or_default(),
         organization_id: None,
     };
-    let client = ClientFacts {
-        client_ip: client_ip.as_deref(),
-        user_agent: headers
-            .get(header::USER_AGENT)
-            .and_then(|v| v.to_str().ok()),
-    };
-    match state.app.login(login, client).await {
+    match state.app.login(login, &trail).await {
         Ok(new) => {
             let mut r = Redirect::to(&next).into_response();
             r.headers_mut().insert(
@@ -96,9 +92,14 @@ pub(crate) async fn login(
 /// Ends the session and forgets the cookie (a form from this origin only).
 pub(crate) async fn logout(
     State(state): State<AppState>,
+    Extension(trail): Extension<AuditTrail>,
     browser: Browser,
     PageForm { .. }: PageForm<std::collections::HashMap<String, String>>,
 ) -> Response {
+    trail.act_as(Actor::from(&browser.caller));
+    if let Some(id) = browser.caller.session_id() {
+        trail.resource(id);
+    }
     if let Err(e) = state.app.logout(&browser.caller).await {
         tracing::warn!(error = %e, "logout did not end the session");
     }

@@ -1,21 +1,19 @@
 //! Alert rules and alerts (SPEC 2.5, 2.6, 4.4).
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::response::Response;
+use plantd_app::alerts::AlertFilter;
 use plantd_app::alerts::{Acknowledgement, AlertRuleUpdate, NewAlert, NewAlertRule};
 use plantd_model::Scope::{ReadAlerts, WriteAlerts};
-use plantd_model::alert::{Alert, AlertRule, AlertStatus, Condition, Severity};
+use plantd_model::alert::{Alert, AlertRule, AlertStatus, Severity};
 use plantd_model::audit::AuditEvent;
 use plantd_model::page::PageQuery;
-use plantd_model::{FieldError, Timestamp};
-use plantd_store::AlertFilter;
-use serde::{Deserialize, Serialize};
 
 use crate::envelope::{
-    Data, List, created, list, no_content, ok, page_in_memory, page_of, page_of_query,
+    Data, List, created, list, no_content, ok, page_in_memory, page_of_query, paged_query,
 };
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Auth, ValidJson, ValidQuery};
+use crate::extract::{Auth, ById, ValidJson, ValidQuery, query_time};
 use crate::routing::{Policy, Route, route};
 use crate::state::AppState;
 
@@ -68,43 +66,9 @@ pub(crate) fn routes() -> Vec<Route> {
     ]
 }
 
-#[derive(Serialize, utoipa::ToSchema)]
-pub struct AlertRuleView {
-    pub id: String,
-    pub name: String,
-    pub severity: Severity,
-    pub data_source_id: String,
-    /// Only this asset of the data source; null: every asset.
-    pub asset_id: Option<String>,
-    pub condition: Condition,
-    pub notifications: Vec<String>,
-    pub enabled: bool,
-    pub auto_resolve: bool,
-    pub created_at: Timestamp,
-    pub updated_at: Timestamp,
-}
-
-impl From<AlertRule> for AlertRuleView {
-    fn from(r: AlertRule) -> Self {
-        Self {
-            id: r.id,
-            name: r.name,
-            severity: r.severity,
-            data_source_id: r.data_source_id,
-            asset_id: r.asset_id,
-            condition: r.condition,
-            notifications: r.notifications,
-            enabled: r.enabled,
-            auto_resolve: r.auto_resolve,
-            created_at: r.created_at,
-            updated_at: r.updated_at,
-        }
-    }
-}
-
 /// List alert rules, oldest first.
 #[utoipa::path(get, path = "/alert-rules", tag = "alerts", params(PageQuery),
-    responses((status = 200, body = List<AlertRuleView>)))]
+    responses((status = 200, body = List<AlertRule>)))]
 async fn list_rules(
     State(state): State<AppState>,
     caller: Auth,
@@ -112,93 +76,72 @@ async fn list_rules(
 ) -> ApiResult<Response> {
     let page = page_of_query(q)?;
     let all = state.app.alert_rules(&caller.org_id).await?;
-    Ok(list(page, page_in_memory(page, all), AlertRuleView::from))
+    Ok(list(page, page_in_memory(page, all), |r| r))
 }
 
 /// Create a rule; it applies to points of the data source (optionally one asset) whose tag is
 /// `condition.tag_name`.
 #[utoipa::path(post, path = "/alert-rules", tag = "alerts", request_body = NewAlertRule,
-    responses((status = 201, body = Data<AlertRuleView>)))]
+    responses((status = 201, body = Data<AlertRule>)))]
 async fn create_rule(
     State(state): State<AppState>,
     caller: Auth,
     ValidJson(body): ValidJson<NewAlertRule>,
 ) -> ApiResult<Response> {
     let rule = state.app.create_alert_rule(&caller.org_id, body).await?;
-    Ok(created(&rule.id.clone(), AlertRuleView::from(rule)))
+    Ok(created(&rule.id.clone(), rule))
 }
 
 #[utoipa::path(get, path = "/alert-rules/{id}", tag = "alerts", params(("id" = String, Path)),
-    responses((status = 200, body = Data<AlertRuleView>)))]
-async fn get_rule(
-    State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
-) -> ApiResult<Response> {
-    let rule = state.app.alert_rule(&caller.org_id, &id).await?;
-    Ok(ok(AlertRuleView::from(rule)))
+    responses((status = 200, body = Data<AlertRule>)))]
+async fn get_rule(State(state): State<AppState>, r: ById) -> ApiResult<Response> {
+    let rule = state.app.alert_rule(r.org(), &r.id).await?;
+    Ok(ok(rule))
 }
 
 /// Update a rule; its timing starts afresh (open alerts stay open).
 #[utoipa::path(put, path = "/alert-rules/{id}", tag = "alerts", params(("id" = String, Path)), request_body = AlertRuleUpdate,
-    responses((status = 200, body = Data<AlertRuleView>)))]
+    responses((status = 200, body = Data<AlertRule>)))]
 async fn update_rule(
     State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
+    r: ById,
     ValidJson(body): ValidJson<AlertRuleUpdate>,
 ) -> ApiResult<Response> {
-    let rule = state
-        .app
-        .update_alert_rule(&caller.org_id, &id, body)
-        .await?;
-    Ok(ok(AlertRuleView::from(rule)))
+    let rule = state.app.update_alert_rule(r.org(), &r.id, body).await?;
+    Ok(ok(rule))
 }
 
 /// Delete a rule; its open alerts are resolved (`resolved_by`: `rule_deleted`).
 #[utoipa::path(delete, path = "/alert-rules/{id}", tag = "alerts", params(("id" = String, Path)),
     responses((status = 204, description = "Deleted")))]
-async fn delete_rule(
-    State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
-) -> ApiResult<Response> {
-    state.app.delete_alert_rule(&caller.org_id, &id).await?;
+async fn delete_rule(State(state): State<AppState>, r: ById) -> ApiResult<Response> {
+    state.app.delete_alert_rule(r.org(), &r.id).await?;
     Ok(no_content())
 }
 
 /// Enable a rule (idempotent).
 #[utoipa::path(post, path = "/alert-rules/{id}/enable", tag = "alerts", params(("id" = String, Path)),
-    responses((status = 200, body = Data<AlertRuleView>)))]
-async fn enable_rule(
-    State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
-) -> ApiResult<Response> {
+    responses((status = 200, body = Data<AlertRule>)))]
+async fn enable_rule(State(state): State<AppState>, r: ById) -> ApiResult<Response> {
     let rule = state
         .app
-        .set_alert_rule_enabled(&caller.org_id, &id, true)
+        .set_alert_rule_enabled(r.org(), &r.id, true)
         .await?;
-    Ok(ok(AlertRuleView::from(rule)))
+    Ok(ok(rule))
 }
 
 /// Disable a rule (idempotent): it stops firing; open alerts stay open.
 #[utoipa::path(post, path = "/alert-rules/{id}/disable", tag = "alerts", params(("id" = String, Path)),
-    responses((status = 200, body = Data<AlertRuleView>)))]
-async fn disable_rule(
-    State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
-) -> ApiResult<Response> {
+    responses((status = 200, body = Data<AlertRule>)))]
+async fn disable_rule(State(state): State<AppState>, r: ById) -> ApiResult<Response> {
     let rule = state
         .app
-        .set_alert_rule_enabled(&caller.org_id, &id, false)
+        .set_alert_rule_enabled(r.org(), &r.id, false)
         .await?;
-    Ok(ok(AlertRuleView::from(rule)))
+    Ok(ok(rule))
 }
 
-#[derive(Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
+paged_query! {
 pub struct AlertQuery {
     /// active, acknowledged or resolved
     #[param(inline)]
@@ -210,12 +153,7 @@ pub struct AlertQuery {
     pub start: Option<String>,
     /// Triggered before (RFC 3339).
     pub end: Option<String>,
-    #[param(minimum = 1, maximum = 4294967295_i64)]
-    #[serde(default, deserialize_with = "plantd_model::page::opt_i64")]
-    pub page: Option<i64>,
-    #[param(minimum = 1)]
-    #[serde(default, deserialize_with = "plantd_model::page::opt_i64")]
-    pub per_page: Option<i64>,
+}
 }
 
 /// Alerts, newest first.
@@ -226,22 +164,13 @@ async fn list_alerts(
     caller: Auth,
     ValidQuery(q): ValidQuery<AlertQuery>,
 ) -> ApiResult<Response> {
-    let page = page_of(q.page, q.per_page)?;
+    let page = q.page()?;
     let mut errors = Vec::new();
-    let mut time = |field: &str, text: &Option<String>| {
-        text.as_deref().and_then(|t| match Timestamp::parse(t) {
-            Ok(ts) => Some(ts),
-            Err(e) => {
-                errors.push(FieldError::new(field, e));
-                None
-            }
-        })
-    };
     let filter = AlertFilter {
         status: q.status,
         severity: q.severity,
-        start: time("start", &q.start),
-        end: time("end", &q.end),
+        start: query_time(&mut errors, "start", &q.start),
+        end: query_time(&mut errors, "end", &q.end),
     };
     if !errors.is_empty() {
         return Err(ApiError::Validation(errors));
@@ -274,20 +203,18 @@ async fn create_alert(
     responses((status = 200, body = Data<Alert>), (status = 409, description = "The alert is not active")))]
 async fn acknowledge(
     State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
+    r: ById,
     ValidJson(body): ValidJson<Acknowledgement>,
 ) -> ApiResult<Response> {
-    Ok(ok(state.app.acknowledge_alert(&caller, &id, body).await?))
+    Ok(ok(state
+        .app
+        .acknowledge_alert(&r.caller, &r.id, body)
+        .await?))
 }
 
 /// Resolve an active or acknowledged alert (else 409).
 #[utoipa::path(post, path = "/alerts/{id}/resolve", tag = "alerts", params(("id" = String, Path)),
     responses((status = 200, body = Data<Alert>), (status = 409, description = "The alert is resolved already")))]
-async fn resolve(
-    State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
-) -> ApiResult<Response> {
-    Ok(ok(state.app.resolve_alert(&caller, &id).await?))
+async fn resolve(State(state): State<AppState>, r: ById) -> ApiResult<Response> {
+    Ok(ok(state.app.resolve_alert(&r.caller, &r.id).await?))
 }

@@ -1,6 +1,6 @@
 //! API keys (SPEC 2.12, 4.13): list, create (secret shown once), revoke, rotate, usage.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::response::Response;
 use plantd_app::api_keys::{KeyWithSecret, NewApiKey};
 use plantd_model::Scope::Admin;
@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::envelope::{Data, List, created, list, no_content, ok, page_of_query};
 use crate::error::ApiResult;
-use crate::extract::{Auth, ValidJson, ValidQuery};
+use crate::extract::{Auth, ById, ValidJson, ValidQuery};
 use crate::routing::{Policy, Route, route};
 use crate::state::AppState;
 
@@ -115,24 +115,16 @@ async fn create_api_key(
 /// Revoke a key: it stops working at once. Revoking a revoked key changes nothing.
 #[utoipa::path(delete, path = "/api-keys/{id}", tag = "api-keys", params(("id" = String, Path)),
     responses((status = 204, description = "Revoked")))]
-async fn revoke_api_key(
-    State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
-) -> ApiResult<Response> {
-    state.app.revoke_api_key(&caller.org_id, &id).await?;
+async fn revoke_api_key(State(state): State<AppState>, r: ById) -> ApiResult<Response> {
+    state.app.revoke_api_key(r.org(), &r.id).await?;
     Ok(no_content())
 }
 
 /// Give a key a new secret (returned once); the old secret stops working at once.
 #[utoipa::path(post, path = "/api-keys/{id}/rotate", tag = "api-keys", params(("id" = String, Path)),
     responses((status = 200, body = Data<ApiKeyWithSecret>), (status = 409, description = "The key is revoked or expired")))]
-async fn rotate_api_key(
-    State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
-) -> ApiResult<Response> {
-    let rotated = state.app.rotate_api_key(&caller.org_id, &id).await?;
+async fn rotate_api_key(State(state): State<AppState>, r: ById) -> ApiResult<Response> {
+    let rotated = state.app.rotate_api_key(r.org(), &r.id).await?;
     Ok(ok(ApiKeyWithSecret::from(rotated)))
 }
 
@@ -141,11 +133,10 @@ async fn rotate_api_key(
     responses((status = 200, body = List<ApiKeyUsageRow>)))]
 async fn api_key_usage(
     State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
+    r: ById,
     ValidQuery(q): ValidQuery<PageQuery>,
 ) -> ApiResult<Response> {
     let page = page_of_query(q)?;
-    let paged = state.app.api_key_usage(&caller.org_id, &id, page).await?;
+    let paged = state.app.api_key_usage(r.org(), &r.id, page).await?;
     Ok(list(page, paged, |r| r))
 }

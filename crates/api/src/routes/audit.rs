@@ -1,17 +1,17 @@
 //! Audit logs (SPEC 4.13): list with filters, one record, summary and export (CSV or JSON).
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
+use plantd_app::audit::{AuditFilter, AuditSummary};
 use plantd_model::Scope::Admin;
 use plantd_model::Timestamp;
 use plantd_model::audit::{AuditEvent, AuditRecord, Severity};
-use plantd_store::{AuditFilter, AuditSummary};
 use serde::Deserialize;
 
-use crate::envelope::{Data, List, list, ok, page_of};
+use crate::envelope::{Data, List, list, ok, paged_query};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Auth, ValidJson, ValidQuery};
+use crate::extract::{Auth, ById, ValidJson, ValidQuery, query_time};
 use crate::routing::{Policy, Route, route};
 use crate::state::AppState;
 
@@ -24,8 +24,7 @@ pub(crate) fn routes() -> Vec<Route> {
     ]
 }
 
-#[derive(Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
+paged_query! {
 pub struct AuditQuery {
     /// Records at or after this time.
     pub start_time: Option<String>,
@@ -42,12 +41,7 @@ pub struct AuditQuery {
     /// Case-insensitive text searched in event type, category, resource, actor, user, path,
     /// error code, client address, user agent and outcome.
     pub search: Option<String>,
-    #[param(minimum = 1, maximum = 4294967295_i64)]
-    #[serde(default, deserialize_with = "plantd_model::page::opt_i64")]
-    pub page: Option<i64>,
-    #[param(minimum = 1)]
-    #[serde(default, deserialize_with = "plantd_model::page::opt_i64")]
-    pub per_page: Option<i64>,
+}
 }
 
 fn csv_list(text: &Option<String>) -> Vec<String> {
@@ -58,17 +52,6 @@ fn csv_list(text: &Option<String>) -> Vec<String> {
         .filter(|s| !s.is_empty())
         .map(str::to_string)
         .collect()
-}
-
-fn time_param(
-    field: &str,
-    text: &Option<String>,
-    errors: &mut Vec<plantd_model::FieldError>,
-) -> Option<Timestamp> {
-    let t = text.as_deref().filter(|t| !t.trim().is_empty())?;
-    Timestamp::parse(t)
-        .map_err(|m| errors.push(plantd_model::FieldError::new(field, m)))
-        .ok()
 }
 
 fn range(
@@ -89,8 +72,8 @@ fn range(
 impl AuditQuery {
     fn filter(&self) -> Result<AuditFilter, ApiError> {
         let mut errors = Vec::new();
-        let start = time_param("start_time", &self.start_time, &mut errors);
-        let end = time_param("end_time", &self.end_time, &mut errors);
+        let start = query_time(&mut errors, "start_time", &self.start_time);
+        let end = query_time(&mut errors, "end_time", &self.end_time);
         range(start, end, &mut errors);
         let mut severities = Vec::new();
         for s in csv_list(&self.severities) {
@@ -133,19 +116,15 @@ async fn list_logs(
     ValidQuery(q): ValidQuery<AuditQuery>,
 ) -> ApiResult<Response> {
     let filter = q.filter()?;
-    let page = page_of(q.page, q.per_page)?;
+    let page = q.page()?;
     let paged = state.app.audit_logs(&caller.org_id, &filter, page).await?;
     Ok(list(page, paged, |r| r))
 }
 
 #[utoipa::path(get, path = "/audit/logs/{id}", tag = "audit", params(("id" = String, Path)),
     responses((status = 200, body = Data<AuditRecord>)))]
-async fn get_log(
-    State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
-) -> ApiResult<Response> {
-    let record = state.app.audit_log(&caller.org_id, &id).await?;
+async fn get_log(State(state): State<AppState>, r: ById) -> ApiResult<Response> {
+    let record = state.app.audit_log(r.org(), &r.id).await?;
     Ok(ok(record))
 }
 

@@ -1,22 +1,22 @@
 //! People signing in (SPEC 5, "session tokens"): login and logout, one's sessions, accepting
 //! an invitation, password reset.
 
-use axum::extract::{Path, State};
+use axum::Extension;
+use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use plantd_app::access::AuditTrail;
 use plantd_app::accounts::{AcceptInvitation, ResetConfirm, ResetRequest};
-use plantd_app::sessions::{ClientFacts, Login};
-use plantd_app::{Caller, Credential};
+use plantd_app::sessions::Login;
 use plantd_model::audit::AuditEvent;
 use plantd_model::identity::{Session, role_scopes};
 use plantd_model::org::Role;
 use serde::Serialize;
 
-use crate::audit_record::{AuditCommitted, RequestFacts, audit_record};
 use crate::csrf;
 use crate::envelope::{Data, no_content, ok};
 use crate::error::ApiResult;
-use crate::extract::{Auth, ValidJson};
+use crate::extract::{Auth, ById, ValidJson};
 use crate::routing::{Policy, Route, route};
 use crate::state::AppState;
 
@@ -72,36 +72,10 @@ pub struct SessionUser {
         (status = 429, description = "Too many failed logins")))]
 async fn login(
     State(state): State<AppState>,
-    facts: Option<axum::Extension<RequestFacts>>,
+    Extension(trail): Extension<AuditTrail>,
     ValidJson(body): ValidJson<Login>,
 ) -> ApiResult<Response> {
-    let facts = facts.map(|axum::Extension(f)| f);
-    let client = ClientFacts {
-        client_ip: facts.as_ref().and_then(|f| f.client_ip.as_deref()),
-        user_agent: facts.as_ref().and_then(|f| f.user_agent.as_deref()),
-    };
-    let new = state.app.login(body, client).await?;
-    // The record names the user and organization now known.
-    let caller = Caller {
-        credential: Credential::Session {
-            id: new.session.id.clone(),
-            cookie: false,
-        },
-        org_id: new.organization.id.clone(),
-        user_id: Some(new.user.id.clone()),
-        scopes: role_scopes(new.role),
-        tier: new.organization.tier,
-    };
-    if let Some(f) = &facts {
-        let record = audit_record(
-            f,
-            Some(&caller),
-            StatusCode::OK,
-            None,
-            Some(new.session.id.clone()),
-        );
-        state.app.record_audit(&record).await?;
-    }
+    let new = state.app.login(body, &trail).await?;
     let cookie = csrf::set_cookie(&new.token, state.app.issuer());
     let mut response = ok(LoginAnswer {
         session_token: new.token,
@@ -120,9 +94,6 @@ async fn login(
     response
         .headers_mut()
         .insert(header::CACHE_CONTROL, "no-store".parse().expect("static"));
-    if facts.is_some() {
-        response.extensions_mut().insert(AuditCommitted);
-    }
     Ok(response)
 }
 
@@ -149,12 +120,8 @@ async fn list_sessions(State(state): State<AppState>, caller: Auth) -> ApiResult
 /// End one of the current user's sessions.
 #[utoipa::path(delete, path = "/users/me/sessions/{id}", tag = "auth", params(("id" = String, Path)),
     responses((status = 204, description = "Ended")))]
-async fn end_session(
-    State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
-) -> ApiResult<Response> {
-    state.app.end_session(&caller, &id).await?;
+async fn end_session(State(state): State<AppState>, r: ById) -> ApiResult<Response> {
+    state.app.end_session(&r.caller, &r.id).await?;
     Ok(no_content())
 }
 

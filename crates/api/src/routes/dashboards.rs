@@ -1,20 +1,20 @@
 //! Dashboards (SPEC 2.4, 4.3): CRUD, duplicate, and export/import as a JSON document.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
+use plantd_app::dashboards::Dashboard;
 use plantd_app::dashboards::{DashboardDocument, DashboardUpdate, NewDashboard};
 use plantd_model::Scope::{ReadAssets, WriteAssets};
 use plantd_model::Timestamp;
 use plantd_model::audit::AuditEvent;
 use plantd_model::dashboard::Layout;
 use plantd_model::page::PageQuery;
-use plantd_store::Dashboard;
 use serde::Serialize;
 
 use crate::envelope::{Data, List, created, list, no_content, ok, page_of_query};
 use crate::error::ApiResult;
-use crate::extract::{Auth, ValidJson, ValidQuery};
+use crate::extract::{Auth, ById, ValidJson, ValidQuery};
 use crate::routing::{Policy, Route, route};
 use crate::state::AppState;
 
@@ -117,13 +117,9 @@ async fn import_dashboard(
 
 #[utoipa::path(get, path = "/dashboards/{id}", tag = "dashboards", params(("id" = String, Path)),
     responses((status = 200, body = Data<DashboardView>)))]
-async fn get_dashboard(
-    State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
-) -> ApiResult<Response> {
+async fn get_dashboard(State(state): State<AppState>, r: ById) -> ApiResult<Response> {
     Ok(ok(DashboardView::from(
-        state.app.dashboard(&caller.org_id, &id).await?,
+        state.app.dashboard(r.org(), &r.id).await?,
     )))
 }
 
@@ -132,49 +128,33 @@ async fn get_dashboard(
     responses((status = 200, body = Data<DashboardView>)))]
 async fn update_dashboard(
     State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
+    r: ById,
     ValidJson(body): ValidJson<DashboardUpdate>,
 ) -> ApiResult<Response> {
-    let d = state
-        .app
-        .update_dashboard(&caller.org_id, &id, body)
-        .await?;
+    let d = state.app.update_dashboard(r.org(), &r.id, body).await?;
     Ok(ok(DashboardView::from(d)))
 }
 
 #[utoipa::path(delete, path = "/dashboards/{id}", tag = "dashboards", params(("id" = String, Path)),
     responses((status = 204, description = "Deleted")))]
-async fn delete_dashboard(
-    State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
-) -> ApiResult<Response> {
-    state.app.delete_dashboard(&caller.org_id, &id).await?;
+async fn delete_dashboard(State(state): State<AppState>, r: ById) -> ApiResult<Response> {
+    state.app.delete_dashboard(r.org(), &r.id).await?;
     Ok(no_content())
 }
 
 /// A copy named `<name> (copy)` with the same layout.
 #[utoipa::path(post, path = "/dashboards/{id}/duplicate", tag = "dashboards", params(("id" = String, Path)),
     responses((status = 201, body = Data<DashboardView>)))]
-async fn duplicate_dashboard(
-    State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
-) -> ApiResult<Response> {
-    let d = state.app.duplicate_dashboard(&caller.org_id, &id).await?;
+async fn duplicate_dashboard(State(state): State<AppState>, r: ById) -> ApiResult<Response> {
+    let d = state.app.duplicate_dashboard(r.org(), &r.id).await?;
     Ok(created(&d.id.clone(), DashboardView::from(d)))
 }
 
 /// The dashboard as a document to save and import elsewhere (an attachment, not enveloped).
 #[utoipa::path(get, path = "/dashboards/{id}/export", tag = "dashboards", params(("id" = String, Path)),
     responses((status = 200, body = DashboardDocument)))]
-async fn export_dashboard(
-    State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
-) -> ApiResult<Response> {
-    let doc = state.app.export_dashboard(&caller.org_id, &id).await?;
+async fn export_dashboard(State(state): State<AppState>, r: ById) -> ApiResult<Response> {
+    let doc = state.app.export_dashboard(r.org(), &r.id).await?;
     let file: String = doc
         .name
         .chars()

@@ -1,7 +1,7 @@
 //! Data sources (SPEC 2.2, 4.1): CRUD, filters, and the connection test.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use plantd_app::data_sources::{DataSourceUpdate, NewDataSource};
 use plantd_model::Scope::{ReadAssets, WriteAssets};
@@ -9,13 +9,13 @@ use plantd_model::Timestamp;
 use plantd_model::audit::AuditEvent;
 use plantd_model::data_source::{DataSource, DataSourceStatus, DataSourceType};
 use plantd_model::page::PageMeta;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::envelope::{Data, List, created, no_content, ok, page_of};
+use crate::envelope::{Data, List, created, no_content, ok, paged_query};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Auth, ValidJson, ValidQuery};
+use crate::extract::{Auth, ById, ValidJson, ValidQuery};
 use crate::routing::{Policy, Route, route};
 use crate::state::AppState;
 
@@ -88,8 +88,7 @@ impl From<&DataSource> for DataSourceView {
     }
 }
 
-#[derive(Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
+paged_query! {
 pub struct DataSourceQuery {
     /// opcua, modbus or mqtt
     #[serde(rename = "type")]
@@ -98,12 +97,7 @@ pub struct DataSourceQuery {
     /// connected or disconnected
     #[param(inline)]
     pub status: Option<DataSourceStatus>,
-    #[param(minimum = 1, maximum = 4294967295_i64)]
-    #[serde(default, deserialize_with = "plantd_model::page::opt_i64")]
-    pub page: Option<i64>,
-    #[param(minimum = 1)]
-    #[serde(default, deserialize_with = "plantd_model::page::opt_i64")]
-    pub per_page: Option<i64>,
+}
 }
 
 #[derive(Serialize, utoipa::ToSchema)]
@@ -126,7 +120,7 @@ async fn list_data_sources(
     caller: Auth,
     ValidQuery(q): ValidQuery<DataSourceQuery>,
 ) -> ApiResult<Response> {
-    let page = page_of(q.page, q.per_page)?;
+    let page = q.page()?;
     let all = state.app.data_sources(&caller.org_id).await?;
     let rendered = state
         .rendered_data_sources
@@ -168,12 +162,8 @@ async fn create_data_source(
 
 #[utoipa::path(get, path = "/data-sources/{id}", tag = "data-sources", params(("id" = String, Path)),
     responses((status = 200, body = Data<DataSourceView>)))]
-async fn get_data_source(
-    State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
-) -> ApiResult<Response> {
-    let ds = state.app.data_source(&caller.org_id, &id).await?;
+async fn get_data_source(State(state): State<AppState>, r: ById) -> ApiResult<Response> {
+    let ds = state.app.data_source(r.org(), &r.id).await?;
     Ok(ok(DataSourceView::from(&ds)))
 }
 
@@ -184,25 +174,17 @@ async fn get_data_source(
     responses((status = 200, body = Data<DataSourceView>), (status = 409, description = "A data source of this name exists")))]
 async fn update_data_source(
     State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
+    r: ById,
     ValidJson(body): ValidJson<DataSourceUpdate>,
 ) -> ApiResult<Response> {
-    let ds = state
-        .app
-        .update_data_source(&caller.org_id, &id, body)
-        .await?;
+    let ds = state.app.update_data_source(r.org(), &r.id, body).await?;
     Ok(ok(DataSourceView::from(&ds)))
 }
 
 #[utoipa::path(delete, path = "/data-sources/{id}", tag = "data-sources", params(("id" = String, Path)),
     responses((status = 204, description = "Deleted")))]
-async fn delete_data_source(
-    State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
-) -> ApiResult<Response> {
-    state.app.delete_data_source(&caller.org_id, &id).await?;
+async fn delete_data_source(State(state): State<AppState>, r: ById) -> ApiResult<Response> {
+    state.app.delete_data_source(r.org(), &r.id).await?;
     Ok(no_content())
 }
 
@@ -210,12 +192,8 @@ async fn delete_data_source(
 /// Modbus reads the first mapped register, MQTT connects and waits for CONNACK.
 #[utoipa::path(post, path = "/data-sources/{id}/test", tag = "data-sources", params(("id" = String, Path)),
     responses((status = 200, body = Data<ConnectionTestResult>)))]
-async fn test_data_source(
-    State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
-) -> ApiResult<Response> {
-    let probe = state.app.test_data_source(&caller.org_id, &id).await?;
+async fn test_data_source(State(state): State<AppState>, r: ById) -> ApiResult<Response> {
+    let probe = state.app.test_data_source(r.org(), &r.id).await?;
     Ok(ok(ConnectionTestResult {
         success: probe.success,
         latency_ms: probe

@@ -2,26 +2,25 @@
 //! key that checks their keys offline, and the calls devices make with a license key alone
 //! (activate, validate, deactivate), audited in the license's organization.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use base64::Engine;
-use plantd_app::AppResult;
+use plantd_app::access::AuditTrail;
+use plantd_app::licenses::LicenseFilter;
 use plantd_app::licenses::{
-    ActivationAnswer, ActivationRequest, Deactivation, DeviceDeactivation, KeyHolder, NewLicense,
-    Renewal, ValidationAnswer, ValidationRequest,
+    ActivationAnswer, ActivationRequest, Deactivation, DeviceDeactivation, NewLicense, Renewal,
+    ValidationAnswer, ValidationRequest,
 };
 use plantd_model::Scope::Admin;
-use plantd_model::audit::{ActorType, AuditEvent};
+use plantd_model::audit::AuditEvent;
 use plantd_model::license::{Activation, License, LicenseStatus};
-use plantd_store::LicenseFilter;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use crate::audit_record::{AuditCommitted, RequestFacts, audit_record};
-use crate::envelope::{Data, List, created, list, no_content, ok, page_of};
-use crate::error::{ApiError, ApiResult, ErrorCode};
-use crate::extract::{Auth, JsonBytes, ValidJson, ValidQuery, parse_json};
+use crate::envelope::{Data, List, created, list, no_content, ok, paged_query};
+use crate::error::ApiResult;
+use crate::extract::{Auth, ById, JsonBytes, ValidJson, ValidQuery, parse_json};
 use crate::routing::{Policy, Route, route};
 use crate::state::AppState;
 
@@ -58,8 +57,7 @@ pub(crate) fn routes() -> Vec<Route> {
     ]
 }
 
-#[derive(Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
+paged_query! {
 pub struct LicenseQuery {
     pub product_id: Option<String>,
     /// active, expired, suspended or revoked
@@ -67,12 +65,7 @@ pub struct LicenseQuery {
     pub status: Option<LicenseStatus>,
     /// Exact address, case-insensitive.
     pub customer_email: Option<String>,
-    #[param(minimum = 1, maximum = 4294967295_i64)]
-    #[serde(default, deserialize_with = "plantd_model::page::opt_i64")]
-    pub page: Option<i64>,
-    #[param(minimum = 1)]
-    #[serde(default, deserialize_with = "plantd_model::page::opt_i64")]
-    pub per_page: Option<i64>,
+}
 }
 
 /// The key that checks license keys offline.
@@ -95,7 +88,7 @@ async fn list_licenses(
     caller: Auth,
     ValidQuery(q): ValidQuery<LicenseQuery>,
 ) -> ApiResult<Response> {
-    let page = page_of(q.page, q.per_page)?;
+    let page = q.page()?;
     let filter = LicenseFilter {
         product_id: q.product_id.filter(|p| !p.is_empty()),
         status: q.status,
@@ -131,59 +124,36 @@ async fn public_key(State(state): State<AppState>, caller: Auth) -> ApiResult<Re
 
 #[utoipa::path(get, path = "/licenses/{id}", tag = "licenses", params(("id" = String, Path)),
     responses((status = 200, body = Data<License>)))]
-async fn get_license(
-    State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
-) -> ApiResult<Response> {
-    Ok(ok(state.app.license(&caller.org_id, &id).await?))
+async fn get_license(State(state): State<AppState>, r: ById) -> ApiResult<Response> {
+    Ok(ok(state.app.license(r.org(), &r.id).await?))
 }
 
 /// The devices holding an activation, oldest first.
 #[utoipa::path(get, path = "/licenses/{id}/activations", tag = "licenses", params(("id" = String, Path)),
     responses((status = 200, body = Data<Vec<Activation>>)))]
-async fn list_activations(
-    State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
-) -> ApiResult<Response> {
-    Ok(ok(state
-        .app
-        .license_activations(&caller.org_id, &id)
-        .await?))
+async fn list_activations(State(state): State<AppState>, r: ById) -> ApiResult<Response> {
+    Ok(ok(state.app.license_activations(r.org(), &r.id).await?))
 }
 
 /// Suspend an active or expired license: devices are refused until it is reinstated.
 #[utoipa::path(post, path = "/licenses/{id}/suspend", tag = "licenses", params(("id" = String, Path)),
     responses((status = 200, body = Data<License>), (status = 409, description = "Not active")))]
-async fn suspend(
-    State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
-) -> ApiResult<Response> {
-    Ok(ok(state.app.suspend_license(&caller.org_id, &id).await?))
+async fn suspend(State(state): State<AppState>, r: ById) -> ApiResult<Response> {
+    Ok(ok(state.app.suspend_license(r.org(), &r.id).await?))
 }
 
 /// Reinstate a suspended license.
 #[utoipa::path(post, path = "/licenses/{id}/reinstate", tag = "licenses", params(("id" = String, Path)),
     responses((status = 200, body = Data<License>), (status = 409, description = "Not suspended")))]
-async fn reinstate(
-    State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
-) -> ApiResult<Response> {
-    Ok(ok(state.app.reinstate_license(&caller.org_id, &id).await?))
+async fn reinstate(State(state): State<AppState>, r: ById) -> ApiResult<Response> {
+    Ok(ok(state.app.reinstate_license(r.org(), &r.id).await?))
 }
 
 /// Revoke a license for good.
 #[utoipa::path(post, path = "/licenses/{id}/revoke", tag = "licenses", params(("id" = String, Path)),
     responses((status = 200, body = Data<License>), (status = 409, description = "Already revoked")))]
-async fn revoke(
-    State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
-) -> ApiResult<Response> {
-    Ok(ok(state.app.revoke_license(&caller.org_id, &id).await?))
+async fn revoke(State(state): State<AppState>, r: ById) -> ApiResult<Response> {
+    Ok(ok(state.app.revoke_license(r.org(), &r.id).await?))
 }
 
 /// Extend a subscription; its key is signed again with the new expiry (`license_key` changes).
@@ -192,8 +162,7 @@ async fn revoke(
     responses((status = 200, body = Data<License>), (status = 409, description = "Perpetual or revoked")))]
 async fn renew(
     State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
+    r: ById,
     JsonBytes(body): JsonBytes,
 ) -> ApiResult<Response> {
     let renewal: Renewal = if body.iter().all(u8::is_ascii_whitespace) {
@@ -201,10 +170,7 @@ async fn renew(
     } else {
         parse_json(&body)?
     };
-    Ok(ok(state
-        .app
-        .renew_license(&caller.org_id, &id, renewal)
-        .await?))
+    Ok(ok(state.app.renew_license(r.org(), &r.id, renewal).await?))
 }
 
 /// Free an activation's slot.
@@ -212,13 +178,12 @@ async fn renew(
     request_body = Deactivation, responses((status = 200, body = Data<License>)))]
 async fn deactivate(
     State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
+    r: ById,
     ValidJson(body): ValidJson<Deactivation>,
 ) -> ApiResult<Response> {
     Ok(ok(state
         .app
-        .deactivate_license(&caller.org_id, &id, body)
+        .deactivate_license(r.org(), &r.id, body)
         .await?))
 }
 
@@ -230,19 +195,16 @@ async fn deactivate(
         (status = 409, description = "too_many_activations, fingerprint_mismatch, license_expired, license_suspended or license_revoked")))]
 async fn activate(
     State(state): State<AppState>,
-    facts: Option<Extension<RequestFacts>>,
+    Extension(trail): Extension<AuditTrail>,
     ValidJson(body): ValidJson<ActivationRequest>,
 ) -> ApiResult<Response> {
-    let outcome = state.app.activate_license(body).await;
-    device_answer(&state, facts, outcome, |a| {
-        let status = if a.existing {
-            StatusCode::OK
-        } else {
-            StatusCode::CREATED
-        };
-        (status, Json(Data { data: a })).into_response()
-    })
-    .await
+    let a = state.app.activate_license(body, &trail).await?;
+    let status = if a.existing {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    Ok((status, Json(Data { data: a })).into_response())
 }
 
 /// Check a license key (no API key): always 200 with `valid` and a `code` (docs/api.md).
@@ -250,11 +212,10 @@ async fn activate(
     responses((status = 200, body = Data<ValidationAnswer>)))]
 async fn validate(
     State(state): State<AppState>,
-    facts: Option<Extension<RequestFacts>>,
+    Extension(trail): Extension<AuditTrail>,
     ValidJson(body): ValidJson<ValidationRequest>,
 ) -> ApiResult<Response> {
-    let outcome = state.app.validate_license(body).await;
-    device_answer(&state, facts, outcome, ok).await
+    Ok(ok(state.app.validate_license(body, &trail).await?))
 }
 
 /// A device frees its own activation with its license key (no API key).
@@ -262,42 +223,9 @@ async fn validate(
     responses((status = 204, description = "Deactivated"), (status = 404, description = "No such license or activation")))]
 async fn device_deactivate(
     State(state): State<AppState>,
-    facts: Option<Extension<RequestFacts>>,
+    Extension(trail): Extension<AuditTrail>,
     ValidJson(body): ValidJson<DeviceDeactivation>,
 ) -> ApiResult<Response> {
-    let outcome = state.app.deactivate_with_key(body).await;
-    device_answer(&state, facts, outcome, |()| no_content()).await
-}
-
-/// Renders a device call's outcome and, when the key named a license, commits its audit
-/// record in that license's organization (actor `license_key`, the license's id).
-async fn device_answer<T>(
-    state: &AppState,
-    facts: Option<Extension<RequestFacts>>,
-    (holder, result): (Option<KeyHolder>, AppResult<T>),
-    render: impl FnOnce(T) -> Response,
-) -> ApiResult<Response> {
-    let mut response = match result {
-        Ok(answer) => render(answer),
-        Err(e) => ApiError::from(e).into_response(),
-    };
-    if let (Some(holder), Some(Extension(facts))) = (holder, facts) {
-        let error_code = response
-            .extensions()
-            .get::<ErrorCode>()
-            .map(|c| c.0.to_string());
-        let mut record = audit_record(
-            &facts,
-            None,
-            response.status(),
-            error_code,
-            Some(holder.license_id.clone()),
-        );
-        record.org_id = Some(holder.org_id);
-        record.actor_type = ActorType::LicenseKey;
-        record.actor_id = Some(holder.license_id);
-        state.app.record_audit(&record).await?;
-        response.extensions_mut().insert(AuditCommitted);
-    }
-    Ok(response)
+    state.app.deactivate_with_key(body, &trail).await?;
+    Ok(no_content())
 }

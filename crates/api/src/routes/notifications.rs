@@ -4,15 +4,15 @@
 use axum::extract::State;
 use axum::response::Response;
 use plantd_app::notifications::NotificationSettingsUpdate;
+use plantd_app::notifications::{Notification, NotificationFilter, NotificationSettings};
 use plantd_model::Scope::{Admin, ReadAlerts};
 use plantd_model::Timestamp;
 use plantd_model::audit::AuditEvent;
 use plantd_model::data_source::parse_url;
 use plantd_model::event::EventType;
-use plantd_store::{Notification, NotificationFilter, NotificationSettings};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use crate::envelope::{Data, List, list, ok, page_of};
+use crate::envelope::{Data, List, list, ok, paged_query};
 use crate::error::ApiResult;
 use crate::extract::{Auth, ValidJson, ValidQuery};
 use crate::routing::{Policy, Route, route};
@@ -130,20 +130,14 @@ impl From<Notification> for NotificationView {
     }
 }
 
-#[derive(Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
+paged_query! {
 pub struct NotificationQuery {
     pub alert_id: Option<String>,
     /// email or slack
     pub channel: Option<String>,
     /// pending, delivered or failed
     pub status: Option<String>,
-    #[param(minimum = 1, maximum = 4294967295_i64)]
-    #[serde(default, deserialize_with = "plantd_model::page::opt_i64")]
-    pub page: Option<i64>,
-    #[param(minimum = 1)]
-    #[serde(default, deserialize_with = "plantd_model::page::opt_i64")]
-    pub per_page: Option<i64>,
+}
 }
 
 /// Email and Slack notifications of alerts, newest first: to whom, status, attempts, last error.
@@ -154,7 +148,7 @@ async fn list_notifications(
     caller: Auth,
     ValidQuery(q): ValidQuery<NotificationQuery>,
 ) -> ApiResult<Response> {
-    let page = page_of(q.page, q.per_page)?;
+    let page = q.page()?;
     let filter = NotificationFilter {
         alert_id: q.alert_id,
         channel: q.channel,

@@ -2,7 +2,7 @@
 //! (client id, and a client secret shown once for web applications), read, update, delete,
 //! rotate the secret. Admin only.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::response::Response;
 use plantd_app::oauth_apps::{ApplicationWithSecret, NewOAuthApplication, OAuthApplicationUpdate};
 use plantd_model::Scope::Admin;
@@ -12,7 +12,7 @@ use plantd_model::page::PageQuery;
 
 use crate::envelope::{Data, List, created, list, no_content, ok, page_of_query};
 use crate::error::ApiResult;
-use crate::extract::{Auth, ValidJson, ValidQuery};
+use crate::extract::{Auth, ById, ValidJson, ValidQuery};
 use crate::routing::{Policy, Route, route};
 use crate::state::AppState;
 
@@ -72,12 +72,8 @@ async fn create_application(
 
 #[utoipa::path(get, path = "/oauth/applications/{id}", tag = "oauth", params(("id" = String, Path)),
     responses((status = 200, body = Data<OAuthApplication>)))]
-async fn get_application(
-    State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
-) -> ApiResult<Response> {
-    Ok(ok(state.app.oauth_application(&caller.org_id, &id).await?))
+async fn get_application(State(state): State<AppState>, r: ById) -> ApiResult<Response> {
+    Ok(ok(state.app.oauth_application(r.org(), &r.id).await?))
 }
 
 /// Change the name, redirect URIs or allowed scopes (the type cannot change).
@@ -85,41 +81,26 @@ async fn get_application(
     request_body = OAuthApplicationUpdate, responses((status = 200, body = Data<OAuthApplication>)))]
 async fn update_application(
     State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
+    r: ById,
     ValidJson(body): ValidJson<OAuthApplicationUpdate>,
 ) -> ApiResult<Response> {
     Ok(ok(state
         .app
-        .update_oauth_application(&caller.org_id, &id, body)
+        .update_oauth_application(r.org(), &r.id, body)
         .await?))
 }
 
 /// Delete an application: every token issued to it stops working.
 #[utoipa::path(delete, path = "/oauth/applications/{id}", tag = "oauth", params(("id" = String, Path)),
     responses((status = 204, description = "Deleted")))]
-async fn delete_application(
-    State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
-) -> ApiResult<Response> {
-    state
-        .app
-        .delete_oauth_application(&caller.org_id, &id)
-        .await?;
+async fn delete_application(State(state): State<AppState>, r: ById) -> ApiResult<Response> {
+    state.app.delete_oauth_application(r.org(), &r.id).await?;
     Ok(no_content())
 }
 
 /// Give a web application a new client secret (shown once); the old one stops working.
 #[utoipa::path(post, path = "/oauth/applications/{id}/rotate-secret", tag = "oauth", params(("id" = String, Path)),
     responses((status = 200, body = Data<ApplicationWithSecret>), (status = 409, description = "A public application has no secret")))]
-async fn rotate_secret(
-    State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
-) -> ApiResult<Response> {
-    Ok(ok(state
-        .app
-        .rotate_client_secret(&caller.org_id, &id)
-        .await?))
+async fn rotate_secret(State(state): State<AppState>, r: ById) -> ApiResult<Response> {
+    Ok(ok(state.app.rotate_client_secret(r.org(), &r.id).await?))
 }

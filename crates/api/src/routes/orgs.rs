@@ -1,6 +1,6 @@
 //! The caller's organization (SPEC 4.9): settings, members, invitations and usage (SPEC 2.9).
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::response::Response;
 use plantd_app::orgs::{Invitation, InvitedMember, OrganizationUpdate, Usage};
 use plantd_model::Scope::Admin;
@@ -10,7 +10,7 @@ use plantd_model::page::PageQuery;
 
 use crate::envelope::{Data, List, created, list, no_content, ok, page_of_query};
 use crate::error::ApiResult;
-use crate::extract::{Auth, ValidJson, ValidQuery};
+use crate::extract::{Auth, ById, ValidJson, ValidQuery};
 use crate::routing::{Policy, Route, route};
 use crate::state::AppState;
 
@@ -82,12 +82,8 @@ async fn invite_member(
 /// Remove a member (the user id). The last owner cannot be removed (409).
 #[utoipa::path(delete, path = "/organizations/current/members/{id}", tag = "organizations", params(("id" = String, Path)),
     responses((status = 204, description = "Removed"), (status = 409, description = "The last owner cannot be removed")))]
-async fn remove_member(
-    State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
-) -> ApiResult<Response> {
-    state.app.remove_member(&caller.org_id, &id).await?;
+async fn remove_member(State(state): State<AppState>, r: ById) -> ApiResult<Response> {
+    state.app.remove_member(r.org(), &r.id).await?;
     Ok(no_content())
 }
 

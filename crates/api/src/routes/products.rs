@@ -1,6 +1,6 @@
 //! Products (SPEC 4.12): CRUD for administrators.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::response::Response;
 use plantd_app::products::{NewProduct, ProductUpdate};
 use plantd_model::Scope::Admin;
@@ -10,7 +10,7 @@ use plantd_model::page::PageQuery;
 
 use crate::envelope::{Data, List, created, list, no_content, ok, page_of_query};
 use crate::error::ApiResult;
-use crate::extract::{Auth, ValidJson, ValidQuery};
+use crate::extract::{Auth, ById, ValidJson, ValidQuery};
 use crate::routing::{Policy, Route, route};
 use crate::state::AppState;
 
@@ -60,12 +60,8 @@ async fn create_product(
 
 #[utoipa::path(get, path = "/products/{id}", tag = "licenses", params(("id" = String, Path)),
     responses((status = 200, body = Data<Product>)))]
-async fn get_product(
-    State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
-) -> ApiResult<Response> {
-    Ok(ok(state.app.product(&caller.org_id, &id).await?))
+async fn get_product(State(state): State<AppState>, r: ById) -> ApiResult<Response> {
+    Ok(ok(state.app.product(r.org(), &r.id).await?))
 }
 
 /// Partial update; licenses already issued keep their features.
@@ -73,24 +69,16 @@ async fn get_product(
     responses((status = 200, body = Data<Product>), (status = 409, description = "The SKU is taken")))]
 async fn update_product(
     State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
+    r: ById,
     ValidJson(body): ValidJson<ProductUpdate>,
 ) -> ApiResult<Response> {
-    Ok(ok(state
-        .app
-        .update_product(&caller.org_id, &id, body)
-        .await?))
+    Ok(ok(state.app.update_product(r.org(), &r.id, body).await?))
 }
 
 /// Delete a product no license was issued for.
 #[utoipa::path(delete, path = "/products/{id}", tag = "licenses", params(("id" = String, Path)),
     responses((status = 204, description = "Deleted"), (status = 409, description = "Licenses were issued for the product")))]
-async fn delete_product(
-    State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
-) -> ApiResult<Response> {
-    state.app.delete_product(&caller.org_id, &id).await?;
+async fn delete_product(State(state): State<AppState>, r: ById) -> ApiResult<Response> {
+    state.app.delete_product(r.org(), &r.id).await?;
     Ok(no_content())
 }

@@ -26,10 +26,7 @@ use crate::state::AppState;
 use crate::stream_slots::Slot;
 
 pub(crate) fn routes() -> Vec<Route> {
-    vec![route!(
-        ws,
-        Policy::scope(ReadTelemetry, AuditEvent::StreamOpen).query_token()
-    )]
+    vec![route!(ws, Policy::scope(ReadTelemetry, AuditEvent::StreamOpen)).query_token()]
 }
 
 /// The largest message a client may send.

@@ -1,29 +1,28 @@
 //! Telemetry (SPEC 2.3, 4.2, 8.3, 8.5): ingest, raw and aggregated queries, latest values, and
 //! downsampled series for charts.
 
+use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
-use plantd_app::telemetry::{RawChunk, Series, SeriesRequest};
+use plantd_app::access::AuditTrail;
+use plantd_app::telemetry::{
+    AggregatedRow, Batch, IngestBody, RawChunk, RawRow, Series, SeriesRequest, TelemetryFilter,
+};
 use plantd_model::FieldError;
 use plantd_model::Scope::{ReadTelemetry, WriteTelemetry};
 use plantd_model::Timestamp;
 use plantd_model::audit::AuditEvent;
 use plantd_model::dashboard::MAX_TAGS_PER_WIDGET;
-use plantd_model::telemetry::{
-    Aggregation, Interval, Quality, check_name, parse_batch, validate_points,
-};
-use plantd_tsdb::{AggregatedRow, RawRow, TelemetryFilter};
+use plantd_model::telemetry::{Aggregation, Interval, Quality, check_name};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use std::io::Write;
 
-use crate::audit_record::{AuditCommitted, RequestFacts, audit_record};
-use crate::envelope::{Data, List, list, ok, page_of};
+use crate::envelope::{Data, List, list, ok, paged_query};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Auth, JsonBytes, ValidQuery, parse_json};
+use crate::extract::{Auth, JsonBytes, ValidQuery, query_time};
 use crate::routing::{Policy, Route, route};
 use crate::state::AppState;
 
@@ -31,10 +30,9 @@ pub(crate) fn routes() -> Vec<Route> {
     vec![
         route!(
             ingest,
-            Policy::scope(WriteTelemetry, AuditEvent::TelemetryIngest)
-                .limit(1000, 60)
-                .body_limit(MAX_INGEST_BODY)
-        ),
+            Policy::scope(WriteTelemetry, AuditEvent::TelemetryIngest).limit(1000, 60)
+        )
+        .body_limit(MAX_INGEST_BODY),
         route!(
             query,
             Policy::scope(ReadTelemetry, AuditEvent::TelemetryQuery).limit(100, 60)
@@ -57,30 +55,6 @@ pub(crate) fn routes() -> Vec<Route> {
 /// The largest ingest body (10,000 points with long names fit).
 pub const MAX_INGEST_BODY: usize = 16 * 1024 * 1024;
 
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct IngestBody {
-    /// 1 to 10,000 points.
-    #[schema(value_type = Vec<IngestPoint>)]
-    pub data: Vec<Value>,
-    /// Links every point's asset to this data source (a point's own `data_source_id` wins).
-    pub data_source_id: Option<String>,
-}
-
-/// One point as sent (documentation of the `data` items).
-#[derive(utoipa::ToSchema)]
-#[allow(dead_code)]
-pub struct IngestPoint {
-    /// 1..128 characters, no control characters or commas.
-    asset_id: String,
-    tag_name: String,
-    /// A finite number.
-    value: f64,
-    timestamp: Timestamp,
-    /// An existing data source of the caller's organization.
-    data_source_id: Option<String>,
-}
-
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct IngestResult {
     /// Points stored (durably) by this request.
@@ -94,31 +68,13 @@ pub struct IngestResult {
 async fn ingest(
     State(state): State<AppState>,
     caller: Auth,
-    facts: Option<axum::Extension<RequestFacts>>,
+    trail: Option<Extension<AuditTrail>>,
     JsonBytes(bytes): JsonBytes,
 ) -> ApiResult<Response> {
-    let now = Timestamp::now();
-    let oldest = state.app.oldest_accepted(now);
-    // A valid body is read straight into points; anything off is read again the detailed way,
-    // which names every bad field.
-    let (points, batch_source) = match parse_batch(&bytes, now, oldest) {
-        Some(batch) => batch,
-        None => {
-            let body: IngestBody = parse_json(&bytes)?;
-            let points = validate_points(&body.data, body.data_source_id.as_deref(), now, oldest)
-                .map_err(ApiError::Validation)?;
-            (points, body.data_source_id)
-        }
-    };
-    // The request's audit record is committed with its points (one commit per request, not
-    // two); should the write fail, the pipeline records the failure as usual.
-    let audit = facts.as_ref().map(|axum::Extension(f)| {
-        audit_record(f, Some(&caller.0), axum::http::StatusCode::OK, None, None)
-    });
-    let audited = audit.is_some();
+    let trail = trail.map(|Extension(t)| t);
     let stored = state
         .app
-        .ingest(&caller, points, batch_source.as_deref(), audit, now)
+        .ingest(&caller, Batch::Body(&bytes), trail.as_ref())
         .await?;
     let mut response = ok(IngestResult {
         accepted: stored.accepted,
@@ -131,14 +87,10 @@ async fn ingest(
     )) {
         response.headers_mut().insert("server-timing", v);
     }
-    if audited {
-        response.extensions_mut().insert(AuditCommitted);
-    }
     Ok(response)
 }
 
-#[derive(Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
+paged_query! {
 pub struct TelemetryQuery {
     pub data_source_id: Option<String>,
     pub asset_id: Option<String>,
@@ -153,12 +105,7 @@ pub struct TelemetryQuery {
     /// 1m, 5m, 1h or 1d buckets aligned to UTC. Without `aggregation`: avg.
     #[param(inline)]
     pub interval: Option<Interval>,
-    #[param(minimum = 1, maximum = 4294967295_i64)]
-    #[serde(default, deserialize_with = "plantd_model::page::opt_i64")]
-    pub page: Option<i64>,
-    #[param(minimum = 1)]
-    #[serde(default, deserialize_with = "plantd_model::page::opt_i64")]
-    pub per_page: Option<i64>,
+}
 }
 
 /// `[start, end)` from the query's RFC 3339 texts: `end` defaults to now, `start` to one hour
@@ -168,18 +115,9 @@ fn time_range(
     start: &Option<String>,
     end: &Option<String>,
 ) -> (Timestamp, Timestamp) {
-    let mut time = |field: &str, text: &Option<String>| {
-        text.as_deref()
-            .filter(|t| !t.trim().is_empty())
-            .and_then(|t| {
-                Timestamp::parse(t)
-                    .map_err(|m| errors.push(FieldError::new(field, m)))
-                    .ok()
-            })
-    };
-    let end = time("end", end).unwrap_or_else(Timestamp::now);
-    let start =
-        time("start", start).unwrap_or_else(|| Timestamp::from_millis(end.millis() - 3_600_000));
+    let end = query_time(errors, "end", end).unwrap_or_else(Timestamp::now);
+    let start = query_time(errors, "start", start)
+        .unwrap_or_else(|| Timestamp::from_millis(end.millis() - 3_600_000));
     if start >= end {
         errors.push(FieldError::new("end", "must be after start"));
     }
@@ -240,7 +178,7 @@ async fn query(
     caller: Auth,
     ValidQuery(q): ValidQuery<TelemetryQuery>,
 ) -> ApiResult<Response> {
-    let page = page_of(q.page, q.per_page)?;
+    let page = q.page()?;
     let mut errors = Vec::new();
     let (start, end) = time_range(&mut errors, &q.start, &q.end);
     for (field, v) in [("asset_id", &q.asset_id), ("tag_name", &q.tag_name)] {

@@ -1,19 +1,19 @@
 //! Webhook subscriptions (SPEC 6: "webhooks exist"): CRUD and the delivery log.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::response::Response;
+use plantd_app::webhooks::{Delivery, Webhook};
 use plantd_app::webhooks::{NewWebhook, WebhookUpdate};
 use plantd_model::Scope::Admin;
 use plantd_model::Timestamp;
 use plantd_model::audit::AuditEvent;
 use plantd_model::event::EventType;
 use plantd_model::page::PageQuery;
-use plantd_store::{Delivery, Webhook};
 use serde::Serialize;
 
 use crate::envelope::{Data, List, created, list, no_content, ok, page_in_memory, page_of_query};
 use crate::error::ApiResult;
-use crate::extract::{Auth, ValidJson, ValidQuery};
+use crate::extract::{Auth, ById, ValidJson, ValidQuery};
 use crate::routing::{Policy, Route, route};
 use crate::state::AppState;
 
@@ -128,12 +128,8 @@ async fn create_webhook(
 
 #[utoipa::path(get, path = "/webhooks/{id}", tag = "webhooks", params(("id" = String, Path)),
     responses((status = 200, body = Data<WebhookView>)))]
-async fn get_webhook(
-    State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
-) -> ApiResult<Response> {
-    let hook = state.app.webhook(&caller.org_id, &id).await?;
+async fn get_webhook(State(state): State<AppState>, r: ById) -> ApiResult<Response> {
+    let hook = state.app.webhook(r.org(), &r.id).await?;
     Ok(ok(WebhookView::of(hook, false)))
 }
 
@@ -142,23 +138,18 @@ async fn get_webhook(
     responses((status = 200, body = Data<WebhookView>)))]
 async fn update_webhook(
     State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
+    r: ById,
     ValidJson(body): ValidJson<WebhookUpdate>,
 ) -> ApiResult<Response> {
-    let hook = state.app.update_webhook(&caller.org_id, &id, body).await?;
+    let hook = state.app.update_webhook(r.org(), &r.id, body).await?;
     Ok(ok(WebhookView::of(hook, false)))
 }
 
 /// Delete a webhook and its delivery log; pending deliveries are dropped.
 #[utoipa::path(delete, path = "/webhooks/{id}", tag = "webhooks", params(("id" = String, Path)),
     responses((status = 204, description = "Deleted")))]
-async fn delete_webhook(
-    State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
-) -> ApiResult<Response> {
-    state.app.delete_webhook(&caller.org_id, &id).await?;
+async fn delete_webhook(State(state): State<AppState>, r: ById) -> ApiResult<Response> {
+    state.app.delete_webhook(r.org(), &r.id).await?;
     Ok(no_content())
 }
 
@@ -167,14 +158,10 @@ async fn delete_webhook(
     responses((status = 200, body = List<DeliveryView>)))]
 async fn list_deliveries(
     State(state): State<AppState>,
-    caller: Auth,
-    Path(id): Path<String>,
+    r: ById,
     ValidQuery(q): ValidQuery<PageQuery>,
 ) -> ApiResult<Response> {
     let page = page_of_query(q)?;
-    let paged = state
-        .app
-        .webhook_deliveries(&caller.org_id, &id, page)
-        .await?;
+    let paged = state.app.webhook_deliveries(r.org(), &r.id, page).await?;
     Ok(list(page, paged, DeliveryView::from))
 }

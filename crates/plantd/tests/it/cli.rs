@@ -62,7 +62,7 @@ async fn first_start_operator_commands_and_graceful_shutdown() {
         key.starts_with("pdk_") && !key.contains('\n'),
         "stdout must be the key alone: {key:?}"
     );
-    let client = reqwest::Client::new();
+    let client = plantd_test_support::client();
     let me: serde_json::Value = client
         .get(format!("{}/v1/users/me", server.base))
         .bearer_auth(&key)
@@ -283,7 +283,7 @@ async fn up_starts_a_live_demo_plant_once() {
         .printed_after("login password: ")
         .expect("password printed");
     let base = base_of(&first);
-    let client = reqwest::Client::new();
+    let client = plantd_test_support::client();
     let login: serde_json::Value = client
         .post(format!("{base}/v1/auth/login"))
         .json(&serde_json::json!({"email": "admin@localhost", "password": password}))

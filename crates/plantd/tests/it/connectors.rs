@@ -351,7 +351,14 @@ async fn opcua_source_streams_from_the_simulator_and_reconnects() {
         .unwrap()
         .to_string();
     wait_for("the simulator's sessions to close", 30, || async {
-        let s: Value = reqwest::get(&status_url).await.ok()?.json().await.ok()?;
+        let s: Value = plantd_test_support::client()
+            .get(&status_url)
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
         (s["data"]["sessions"] == 0).then_some(())
     })
     .await;
@@ -483,7 +490,14 @@ async fn one_node_runs_the_connectors_and_another_takes_over() {
         .unwrap()
         .to_string();
     let sessions = || async {
-        let s: Value = reqwest::get(&status_url).await.ok()?.json().await.ok()?;
+        let s: Value = plantd_test_support::client()
+            .get(&status_url)
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
         s["data"]["sessions"].as_u64()
     };
     let node_a = spawn_app().await;

@@ -15,6 +15,7 @@ fn root(app: &TestApp) -> String {
 }
 
 fn browser() -> reqwest::Client {
+    plantd_alerts::tls::install_provider();
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -329,4 +330,82 @@ async fn embedded_files_are_served_with_their_types() {
         .unwrap();
     assert_eq!(r.status(), 404);
     app.stop().await;
+}
+
+/// Console logins (refused ones too, without the password) and logouts are audited like the
+/// API's: a failed login of a known account in its organization, naming the user.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_logins_and_logouts_are_audited() {
+    let app = spawn_app().await;
+    let wrong = login_form(&app, OWNER.0, "not-the-password-1", "/").await;
+    assert_eq!(wrong.status(), 401);
+    let cookie = console_cookie(&app, OWNER.0, OWNER.1).await;
+    let out = browser()
+        .post(format!("{}/logout", root(&app)))
+        .header("origin", root(&app))
+        .header("cookie", &cookie)
+        .form(&[("x", "")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(out.status(), 303);
+    let logs = app
+        .get(
+            "/audit/logs?categories=sessions&per_page=100",
+            &app.admin_key,
+        )
+        .await
+        .expect(200);
+    let rows: Vec<_> = logs.json["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .map(|r| {
+            assert!(!r.to_string().contains("not-the-password-1"), "{r}");
+            (
+                r["event_type"].as_str().unwrap().to_string(),
+                r["outcome"].as_str().unwrap().to_string(),
+                r["status_code"].as_u64().unwrap(),
+                r["path"].as_str().unwrap().to_string(),
+                r["user_id"].as_str().map(str::to_string),
+            )
+        })
+        .collect();
+    let owner = app
+        .get("/organizations/current/members", &app.admin_key)
+        .await
+        .expect(200)
+        .json["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["email"] == OWNER.0)
+        .map(|m| m["id"].as_str().unwrap().to_string());
+    assert_eq!(
+        rows,
+        [
+            (
+                "session.login".into(),
+                "failure".into(),
+                401,
+                "/login".into(),
+                owner.clone()
+            ),
+            (
+                "session.login".into(),
+                "success".into(),
+                303,
+                "/login".into(),
+                owner.clone()
+            ),
+            (
+                "session.logout".into(),
+                "success".into(),
+                303,
+                "/logout".into(),
+                owner
+            ),
+        ]
+    );
 }

@@ -29,7 +29,7 @@ async fn acknowledged_points_survive_sigkill() {
         .unwrap();
     assert!(out.status.success());
     let key = String::from_utf8(out.stdout).unwrap().trim().to_string();
-    let client = reqwest::Client::new();
+    let client = plantd_test_support::client();
     let t0 = plantd_model::Timestamp::now().millis() - 3_600_000;
 
     // Writers keep sending 500-point batches; the server is killed in the middle of it.

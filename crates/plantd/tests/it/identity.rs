@@ -127,7 +127,7 @@ async fn sessions_log_in_list_end_and_log_out() {
 async fn the_session_cookie_works_and_is_guarded_against_csrf() {
     let app = spawn_app().await;
     let token = session(&app, OWNER.0, OWNER.1).await;
-    let client = reqwest::Client::new();
+    let client = plantd_test_support::client();
     let cookie = format!("plantd_session={token}");
     let call = |method: reqwest::Method, path: &str, origin: Option<&str>| {
         let mut req = client
@@ -231,7 +231,7 @@ async fn invitations_set_passwords_and_members_act_with_their_role() {
     );
     let token = url.split("token=").nth(1).unwrap().to_string();
     // The link's page is served.
-    let page = reqwest::get(url).await.unwrap();
+    let page = plantd_test_support::client().get(url).send().await.unwrap();
     assert_eq!(page.status(), 200);
     assert!(page.text().await.unwrap().contains("mia@plant.example"));
     // Invited, not yet able to log in.

@@ -801,7 +801,7 @@ async fn concurrent_activations_take_exactly_the_free_slots() {
     .await;
     let key = l["license_key"].as_str().unwrap().to_string();
     let calls = (0..40).map(|i| {
-        let client = reqwest::Client::new();
+        let client = plantd_test_support::client();
         let url = format!("{}/licenses/activate", app.base);
         let body = activation(&key, &format!("gw-{i}"), "fp");
         async move {

@@ -20,6 +20,7 @@ fn root(app: &TestApp) -> String {
 
 /// A client that shows redirects instead of following them.
 fn browser() -> reqwest::Client {
+    plantd_alerts::tls::install_provider();
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -581,18 +582,22 @@ async fn client_credentials_tokens_carry_scopes_and_errors_use_the_second_shape(
     assert_eq!(info, json!({"active": false}));
 
     // Metadata and keys.
-    let meta: Value = reqwest::get(format!(
-        "{}/.well-known/oauth-authorization-server",
-        root(&app)
-    ))
-    .await
-    .unwrap()
-    .json()
-    .await
-    .unwrap();
+    let meta: Value = plantd_test_support::client()
+        .get(format!(
+            "{}/.well-known/oauth-authorization-server",
+            root(&app)
+        ))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(meta["issuer"], root(&app));
     assert_eq!(meta["code_challenge_methods_supported"], json!(["S256"]));
-    let jwks: Value = reqwest::get(format!("{}/.well-known/jwks.json", root(&app)))
+    let jwks: Value = plantd_test_support::client()
+        .get(format!("{}/.well-known/jwks.json", root(&app)))
+        .send()
         .await
         .unwrap()
         .json()
@@ -873,7 +878,9 @@ async fn signing_keys_rotate_without_breaking_tokens() {
         .unwrap();
     // A node that starts now signs with the new key and publishes both.
     let node = app.another_node().await;
-    let jwks: Value = reqwest::get(format!("{}/.well-known/jwks.json", root(&node)))
+    let jwks: Value = plantd_test_support::client()
+        .get(format!("{}/.well-known/jwks.json", root(&node)))
+        .send()
         .await
         .unwrap()
         .json()
@@ -955,4 +962,101 @@ async fn authlib_and_pyjwt_interoperate() {
     ] {
         assert!(stdout.contains(&format!("ok {step}")), "{step}: {stdout}");
     }
+}
+
+/// The audit records of `event` in the organization, oldest first: (outcome, status, actor
+/// type, resource id).
+async fn records(app: &TestApp, event: &str) -> Vec<(String, u64, String, Option<String>)> {
+    let r = app
+        .get(
+            &format!("/audit/logs?event_types={event}&per_page=100"),
+            &app.admin_key,
+        )
+        .await
+        .expect(200);
+    let mut list: Vec<_> = r.json["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            assert!(
+                !x.to_string().contains(OWNER.1),
+                "no record holds a password: {x}"
+            );
+            (
+                x["outcome"].as_str().unwrap().to_string(),
+                x["status_code"].as_u64().unwrap(),
+                x["actor_type"].as_str().unwrap().to_string(),
+                x["resource_id"].as_str().map(str::to_string),
+            )
+        })
+        .collect();
+    list.reverse();
+    list
+}
+
+/// Every request that changes something is audited, whatever the door: the authorization
+/// page's login and decisions, token grants (and refused ones), revocations and
+/// introspections, in the application's organization.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_authorization_server_audits_decisions_grants_and_revocations() {
+    let app = spawn_app().await;
+    let spa = register(&app, &app.admin_key, "spa", json!(["read:assets"])).await;
+    let cid = spa["client_id"].as_str().unwrap().to_string();
+    let q = format!(
+        "response_type=code&client_id={cid}&redirect_uri={}&scope=read%3Aassets&code_challenge={CHALLENGE}&code_challenge_method=S256",
+        urlencode(CALLBACK)
+    );
+    let back = authorize(&app, &q, true).await;
+    let code = query_param(&back, "code").unwrap();
+    authorize(&app, &q, false).await;
+    let (s, _) = exchange(&app, &cid, &code, CALLBACK, Some("x".repeat(43).as_str())).await;
+    assert_eq!(s, 400);
+    let back = authorize(&app, &q, true).await;
+    let code = query_param(&back, "code").unwrap();
+    let (s, tok) = exchange(&app, &cid, &code, CALLBACK, Some(VERIFIER)).await;
+    assert_eq!(s, 200, "{tok}");
+    let rt = tok["refresh_token"].as_str().unwrap();
+    let (s, _, _) = form(
+        &app,
+        "/oauth/revoke",
+        None,
+        &[("client_id", &cid), ("token", rt)],
+    )
+    .await;
+    assert_eq!(s, 200);
+
+    let decisions = records(&app, "oauth.authorize").await;
+    let client = Some(cid.clone());
+    // Two approvals and a denial (a redirect back to the client each), by the user's session;
+    // the forged decision (another Origin) of each round is refused before anything is done.
+    let done: Vec<_> = decisions.iter().filter(|d| d.1 == 303).collect();
+    assert_eq!(done.len(), 3, "{decisions:?}");
+    assert!(
+        done.iter()
+            .all(|d| d.0 == "success" && d.2 == "session" && d.3 == client),
+        "{done:?}"
+    );
+    let logins = records(&app, "session.login").await;
+    assert!(
+        logins.len() >= 3 && logins.iter().all(|l| l.0 == "success" && l.2 == "session"),
+        "the authorization page's logins: {logins:?}"
+    );
+    let grants = records(&app, "oauth.token").await;
+    assert_eq!(
+        grants
+            .iter()
+            .map(|g| (g.0.as_str(), g.1, g.2.as_str()))
+            .collect::<Vec<_>>(),
+        [
+            ("failure", 400, "oauth_client"),
+            ("success", 200, "oauth_client")
+        ]
+    );
+    assert!(grants.iter().all(|g| g.3 == client));
+    let revoked = records(&app, "oauth.revoke").await;
+    assert_eq!(
+        revoked,
+        [("success".into(), 200, "oauth_client".into(), client)]
+    );
 }

@@ -196,7 +196,7 @@ async fn command_line_control_api_and_opcua_client() {
     ));
 
     // An override through the command line's server reaches OPC UA clients.
-    let r = reqwest::Client::new()
+    let r = plantd_test_support::client()
         .post(format!("{api}/api/variables/Pump_01/Vibration_X"))
         .json(&serde_json::json!({"value": 7.5}))
         .send()

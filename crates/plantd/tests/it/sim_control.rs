@@ -17,7 +17,7 @@ async fn serve() -> (String, std::sync::Arc<SimState>) {
 }
 
 async fn call(method: &str, url: &str, body: Option<Value>) -> (u16, Value) {
-    let client = reqwest::Client::new();
+    let client = plantd_test_support::client();
     let mut req = client.request(method.parse().unwrap(), url);
     if let Some(b) = body {
         req = req.json(&b);
@@ -136,7 +136,7 @@ async fn status_start_stop_scenarios_and_overrides() {
 #[tokio::test]
 async fn a_bad_configuration_is_refused_and_the_running_one_stays() {
     let (url, _) = serve().await;
-    let client = reqwest::Client::new();
+    let client = plantd_test_support::client();
     let r = client
         .post(format!("{url}/api/config"))
         .body("assets:\n  - id: P\n    type: rocket\n")
