@@ -1,7 +1,7 @@
 //! The session cookie and cross-site request forgery. A browser's session travels in the
 //! `plantd_session` cookie (`HttpOnly`, `SameSite=Lax`, `Secure` when the server's public URL is
-//! https). A request that changes something with that cookie must come from plantd's own
-//! pages: its `Origin` (else `Referer`) must be the server's origin. `SameSite=Lax` already
+//! https). A request that changes something, or opens a WebSocket (`/v1/ws`), with that cookie must
+//! come from plantd's own pages: its `Origin` (else `Referer`) must be the server's origin. `SameSite=Lax` already
 //! keeps the cookie off cross-site POSTs in current browsers; the origin check covers older
 //! ones and same-site neighbours. Bearer credentials are not sent by browsers on their own, so
 //! they need no check.
@@ -56,6 +56,14 @@ pub fn same_origin(headers: &HeaderMap, issuer: &str) -> bool {
     let scheme = own.split("://").next().unwrap_or("http");
     header_text(header::HOST)
         .is_some_and(|host| claimed.eq_ignore_ascii_case(&format!("{scheme}://{host}")))
+}
+
+/// Whether a request asks to upgrade the connection (a WebSocket handshake).
+pub fn is_upgrade(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
 }
 
 /// The `Set-Cookie` value that stores a session in the browser.

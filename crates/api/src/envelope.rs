@@ -68,6 +68,17 @@ pub fn page_in_memory<T>(page: Page, all: Vec<T>) -> Paged<T> {
     Paged { items, total }
 }
 
+/// A client-controlled text as a CSV cell that spreadsheets will not run as a formula (CSV
+/// injection): one starting with `=`, `+`, `-`, `@`, a tab or a carriage return gets a leading
+/// `'`. Every export writes names and texts through it.
+pub fn csv_cell(text: &str) -> String {
+    if text.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        format!("'{text}")
+    } else {
+        text.to_string()
+    }
+}
+
 /// Declares the query parameters of a list route with the pagination parameters every list
 /// takes (`page`, `per_page`), and `page()`, which checks them:
 /// `paged_query! { pub struct AlertQuery { pub status: Option<AlertStatus>, } }`.

@@ -659,6 +659,7 @@ async fn invitation_form_page(
 
 async fn invitation_form(
     State(state): State<AppState>,
+    Extension(trail): Extension<AuditTrail>,
     PageForm { form: f }: PageForm<AccountForm>,
 ) -> Response {
     let token = f.token.unwrap_or_default();
@@ -667,7 +668,7 @@ async fn invitation_form(
         password: f.password.unwrap_or_default(),
         name: f.name.filter(|n| !n.trim().is_empty()),
     };
-    match state.app.accept_invitation(accept).await {
+    match state.app.accept_invitation(accept, Some(&trail)).await {
         Ok((user, _, _)) => page(
             StatusCode::OK,
             "Invitation accepted",

@@ -48,6 +48,13 @@ pub fn page(status: StatusCode, title: &str, body: &str) -> Response {
     )
 }
 
+/// Content-Security-Policy of every console page and of the API reference (`/v1/docs`): this
+/// origin's scripts, styles, images and connections (the API and its WebSocket) only; no inline
+/// script; not framed.
+pub(crate) const CONSOLE_CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; \
+     img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; \
+     form-action 'self'";
+
 /// An HTML answer that is never framed or cached, with its Content-Security-Policy and
 /// Referrer-Policy (the identity pages and the console's share these headers).
 pub fn html_page(

@@ -85,9 +85,11 @@ pub async fn pipeline(
     let admission = state.app.admit(&door.policy, &facts, presented, now).await;
     let caller = admission.caller;
     let mut refusal = admission.refusal.map(ApiError::from);
+    // A cookie travels with any page's request to this server: a mutation, or a WebSocket
+    // (which the same-origin policy does not guard), must come from the server's own origin.
     if refusal.is_none()
         && caller.as_ref().is_some_and(|c| c.by_cookie())
-        && is_mutation(&method)
+        && (is_mutation(&method) || csrf::is_upgrade(req.headers()))
         && !csrf::same_origin(req.headers(), state.app.issuer())
     {
         refusal = Some(ApiError::Authorization(csrf::REFUSAL.into()));

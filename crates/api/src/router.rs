@@ -5,6 +5,7 @@
 
 use axum::Router;
 use axum::extract::{ConnectInfo, DefaultBodyLimit, Request, State};
+use axum::http::{HeaderValue, header};
 use axum::middleware::from_fn_with_state;
 use axum::response::{IntoResponse, Response};
 use plantd_app::App;
@@ -21,6 +22,7 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
 /// The whole HTTP application of `app`.
 pub fn build(app: App) -> Router {
+    let hsts = app.issuer().starts_with("https://");
     let routes = crate::routes::all();
     let openapi: Arc<str> = crate::openapi::document(&routes).to_string().into();
     let state = AppState::new(app, openapi);
@@ -52,7 +54,28 @@ pub fn build(app: App) -> Router {
                 ApiError::internal("a request handler panicked").into_response()
             },
         ))
+        .layer(axum::middleware::map_response_with_state(
+            hsts,
+            common_headers,
+        ))
         .with_state(state)
+}
+
+/// Headers of every response: no content sniffing; and, when the server is reached over
+/// https (its public URL), Strict-Transport-Security for a year.
+async fn common_headers(State(hsts): State<bool>, mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    if hsts {
+        headers.insert(
+            header::STRICT_TRANSPORT_SECURITY,
+            HeaderValue::from_static("max-age=31536000"),
+        );
+    }
+    response
 }
 
 async fn not_found(State(state): State<AppState>, req: Request) -> Response {

@@ -360,6 +360,23 @@ impl AuditTrail {
         )
     }
 
+    /// The record of another act the call did as a consequence (a member's removal revoking
+    /// their keys), by the same actor, on `resource`, as a success.
+    pub fn derived(&self, event: AuditEvent, resource: &str) -> NewAuditRecord {
+        let state = self.state();
+        let mut record = self.record(
+            &state,
+            &CallOutcome {
+                status: CallOutcome::SUCCESS,
+                error_code: None,
+            },
+        );
+        record.event = event;
+        record.severity = event.severity();
+        record.resource_id = Some(resource.to_string());
+        record
+    }
+
     /// The record was committed with the use case's data.
     pub fn committed(&self) {
         self.state().written = true;

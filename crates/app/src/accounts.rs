@@ -10,10 +10,10 @@ use plantd_model::validation::Validator;
 use plantd_store::{AccountTokenKind, NewAccountToken, UsedAccountToken};
 use serde::{Deserialize, Serialize};
 
+use crate::access::AuditTrail;
 use crate::app::App;
 use crate::error::{AppError, AppResult};
 use crate::rate_limit::{Bucket, Window};
-use crate::users::{hash_password, verify_password};
 
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -98,6 +98,9 @@ impl App {
              If you did not expect this invitation, ignore this email."
         );
         let subject = format!("Invitation to {org_name} on plantd");
+        // Whoever holds the link of a person who has an account can try that account's
+        // password there: such a link goes by email only, never to the inviting admin.
+        let has_account = self.store().password_hash(&member.id).await?.is_some();
         let sent = match self.mailer() {
             Ok(m) => m
                 .send_plain(&member.email, &subject, &body)
@@ -110,6 +113,15 @@ impl App {
                 expires_at,
                 email_sent: true,
                 email_error: None,
+                url: None,
+            },
+            Err(error) if has_account => InvitationDelivery {
+                expires_at,
+                email_sent: false,
+                email_error: Some(format!(
+                    "{error}; {} has an account already, so the link goes by email only: configure the relay and invite again",
+                    member.email
+                )),
                 url: None,
             },
             Err(error) => InvitationDelivery {
@@ -147,10 +159,14 @@ impl App {
     /// Accepts an invitation: a newcomer's password is set (the rules apply); an existing
     /// account proves itself with its password. The membership becomes active. The token
     /// works once. Returns the user, the membership and its organization.
+    /// A person with an account confirms with its password: a wrong one counts as a failed
+    /// login of the account (the login's throttle; `trail` gives the client's address).
     pub async fn accept_invitation(
         &self,
         accept: AcceptInvitation,
+        trail: Option<&AuditTrail>,
     ) -> AppResult<(User, Member, String)> {
+        let ip = trail.and_then(|t| t.facts().client_ip.clone());
         let hash = plantd_auth::hash_key(accept.token.trim());
         let now = Timestamp::now();
         let invalid_token = || AppError::invalid("token", "is invalid, expired or already used");
@@ -174,7 +190,11 @@ impl App {
         }
         let new_hash = match &stored {
             Some(existing) => {
-                let ok = verify_password(&accept.password, existing).await?;
+                self.check_password_attempts(&user.email, ip.as_deref())?;
+                let ok = self.verify_password(&accept.password, existing).await?;
+                if !ok {
+                    self.count_password_failure(&user.email, ip.as_deref());
+                }
                 v.check(
                     ok,
                     "password",
@@ -187,7 +207,7 @@ impl App {
                 {
                     v.add("password", problem);
                 }
-                Some(hash_password(&accept.password).await?)
+                Some(self.hash_password(&accept.password).await?)
             }
         };
         v.finish()?;
@@ -218,7 +238,21 @@ impl App {
         let mut v = Validator::new();
         v.email("email", &email);
         v.finish()?;
-        let Some(user) = self.store().user_by_email(&email).await? else {
+        // The link is made and mailed in the background, so the answer takes the same time
+        // whether or not the address has an account (nobody learns which do from the timing).
+        let app = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = app.send_password_reset(&email).await {
+                tracing::warn!(email, error = %plantd_model::error_chain(&e), "could not send a password reset link");
+            }
+        });
+        Ok(())
+    }
+
+    /// Makes a reset link for the account of `email`, if there is one, and mails it (at most
+    /// five an hour per address).
+    async fn send_password_reset(&self, email: &str) -> AppResult<()> {
+        let Some(user) = self.store().user_by_email(email).await? else {
             return Ok(());
         };
         let bucket = Bucket {
@@ -250,7 +284,7 @@ impl App {
         };
         // A new link replaces any earlier one.
         self.store()
-            .void_account_tokens(AccountTokenKind::PasswordReset, &email)
+            .void_account_tokens(AccountTokenKind::PasswordReset, email)
             .await?;
         let secret = plantd_auth::generate_secret(plantd_auth::RESET_PREFIX);
         let expires_at = Timestamp::from_millis(Timestamp::now().millis() + RESET_SECS * 1000);
@@ -258,7 +292,7 @@ impl App {
             .create_account_token(NewAccountToken {
                 token_hash: &secret.hash,
                 kind: AccountTokenKind::PasswordReset,
-                email: &email,
+                email,
                 user_id: Some(&user.id),
                 org_id: None,
                 role: None,
@@ -273,7 +307,7 @@ impl App {
              If it was not you, ignore this email: your password stays as it is."
         );
         if let Err(e) = mailer
-            .send_plain(&email, "Reset your plantd password", &body)
+            .send_plain(email, "Reset your plantd password", &body)
             .await
         {
             tracing::warn!(
@@ -301,7 +335,7 @@ impl App {
         }
         v.finish()?;
         let user_id = token.user_id.ok_or_else(invalid_token)?;
-        let new_hash = hash_password(&confirm.password).await?;
+        let new_hash = self.hash_password(&confirm.password).await?;
         self.store()
             .use_account_token(AccountTokenKind::PasswordReset, &hash, now)
             .await?

@@ -2,7 +2,9 @@
 //! keys' lifecycle: create (the secret is shown once), revoke, rotate, usage.
 
 use plantd_model::api_key::{ApiKey, ApiKeyStatus, ApiKeyUsageRow};
+use plantd_model::identity::role_scopes;
 use plantd_model::page::{Page, Paged};
+use plantd_model::scope::allows;
 use plantd_model::validation::Validator;
 use plantd_model::{Scope, Tier, Timestamp};
 use serde::Deserialize;
@@ -70,13 +72,24 @@ impl App {
         }
     }
 
-    /// Reads a key and its organization's tier from the store and caches them.
+    /// Reads a key and its organization's tier from the store and caches them. A key a person
+    /// created acts for them: only while they are an active member, with at most the scopes
+    /// their role grants now (docs/api.md, "API keys").
     async fn look_up_key(&self, lookup: Lookup, hash: &str) -> AppResult<(ApiKey, Tier)> {
-        let key = self
+        let (mut key, role) = self
             .store()
-            .api_key_by_hash(hash)
+            .key_holder(hash)
             .await?
             .ok_or_else(|| AppError::Unauthenticated("unknown API key".into()))?;
+        if key.user_id.is_some() && key.revoked_at.is_none() {
+            let Some(role) = role else {
+                return Err(AppError::Unauthenticated(
+                    "this API key's creator is no longer a member of the organization; the key acts for nobody".into(),
+                ));
+            };
+            let granted = role_scopes(role);
+            key.scopes.retain(|s| allows(&granted, *s));
+        }
         let tier = self.store().org(&key.org_id).await?.tier;
         self.keys()
             .put(lookup, hash.to_string(), (key.clone(), tier));

@@ -21,6 +21,7 @@ use crate::config::AppConfig;
 use crate::events::EventBus;
 use crate::key_cache::TrustCache;
 use crate::key_ring::KeyRing;
+use crate::password_work::PasswordWork;
 use crate::rate_limit::RateLimiter;
 use crate::usage::RequestCounter;
 use crate::worker_board::WorkerBoard;
@@ -43,11 +44,14 @@ struct Inner {
     workers: WorkerBoard,
     events: EventBus,
     alerts: AlertEngine,
+    /// Argon2id work, bounded (`password_checks_at_once`).
+    passwords: PasswordWork,
     started_at: Timestamp,
 }
 
 impl App {
     pub fn new(store: Store, config: AppConfig) -> Self {
+        let password_threads = config.password_checks_at_once;
         Self {
             inner: Arc::new(Inner {
                 tsdb: Tsdb::new(store.clone(), config.retention),
@@ -62,6 +66,7 @@ impl App {
                 workers: WorkerBoard::default(),
                 events: EventBus::default(),
                 alerts: AlertEngine::default(),
+                passwords: PasswordWork::new(password_threads),
                 started_at: Timestamp::now(),
             }),
         }
@@ -127,6 +132,10 @@ impl App {
 
     pub(crate) fn workers(&self) -> &WorkerBoard {
         &self.inner.workers
+    }
+
+    pub(crate) fn password_work(&self) -> &PasswordWork {
+        &self.inner.passwords
     }
 
     pub(crate) fn alert_engine(&self) -> &AlertEngine {

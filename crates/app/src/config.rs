@@ -32,6 +32,9 @@ pub struct AppConfig {
     /// Calls per minute of one license key to activate, validate and deactivate (beside the
     /// client address's `anonymous_per_minute`).
     pub license_key_per_minute: u64,
+    /// Argon2id computations (password checks and hashes) at once, each holding ~19 MiB;
+    /// default: the machine's cores. More wait, at most 5 s, then are refused with 429.
+    pub password_checks_at_once: usize,
 }
 
 impl AppConfig {
@@ -64,6 +67,7 @@ impl Default for AppConfig {
             login_failures_per_account: 10,
             login_failures_per_client: 50,
             license_key_per_minute: 600,
+            password_checks_at_once: std::thread::available_parallelism().map_or(2, |n| n.get()),
         }
     }
 }

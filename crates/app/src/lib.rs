@@ -29,6 +29,7 @@ pub mod oauth_apps;
 mod oauth_error;
 pub mod operator;
 pub mod orgs;
+mod password_work;
 pub mod products;
 pub mod rate_limit;
 pub mod sessions;

@@ -153,11 +153,14 @@ impl App {
             }
         };
         let state = q.state.clone();
+        let issuer = self.issuer();
         let back = |error: &str, description: &str| {
             let mut params = vec![("error", error), ("error_description", description)];
             if let Some(s) = &state {
                 params.push(("state", s));
             }
+            // RFC 9207: every authorization response names the issuer, errors too.
+            params.push(("iss", issuer));
             AuthorizeRefusal::Redirect(redirect_with(&redirect_uri, &params))
         };
         match q.response_type.as_deref() {
@@ -285,6 +288,7 @@ impl App {
         if let Some(s) = &auth.state {
             params.push(("state", s));
         }
+        params.push(("iss", self.issuer()));
         redirect_with(&auth.redirect_uri, &params)
     }
 

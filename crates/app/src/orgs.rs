@@ -1,6 +1,7 @@
 //! The caller's organization (SPEC 4.9): its settings, members and invitations, and its usage
 //! against the tier's limits (SPEC 2.9, 8.1, 8.3).
 
+use plantd_model::audit::AuditEvent;
 use plantd_model::org::{Member, MemberStatus, Organization, Role};
 use plantd_model::page::{Page, Paged};
 use plantd_model::tier::UNLIMITED;
@@ -10,6 +11,7 @@ use plantd_store::NewUser;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::access::AuditTrail;
 use crate::accounts::InvitationDelivery;
 use crate::app::App;
 use crate::caller::Caller;
@@ -174,11 +176,28 @@ impl App {
     }
 
     /// Removes a member (the user id). The last owner cannot be removed (a conflict).
-    pub async fn remove_member(&self, org_id: &str, user_id: &str) -> AppResult<()> {
-        self.store()
+    /// Removes a member; the API keys they created in the organization are revoked with them
+    /// (on this node at once, on others within the key cache's time), each revocation audited
+    /// as `api_key.revoke` by whoever removed them (`trail`: the removal's record).
+    pub async fn remove_member(
+        &self,
+        org_id: &str,
+        user_id: &str,
+        trail: Option<&AuditTrail>,
+    ) -> AppResult<()> {
+        let revoked = self
+            .store()
             .remove_member(org_id, user_id)
             .await
-            .map_err(AppError::missing("member"))
+            .map_err(AppError::missing("member"))?;
+        self.keys().forget(|_, (key, _)| revoked.contains(&key.id));
+        if let Some(trail) = trail {
+            for id in &revoked {
+                let record = trail.derived(AuditEvent::ApiKeyRevoke, id);
+                self.store().insert_audit(&record).await?;
+            }
+        }
+        Ok(())
     }
 
     /// Requests today and telemetry points this hour against the tier's limits.

@@ -18,7 +18,7 @@ use crate::app::App;
 use crate::caller::{Caller, Credential};
 use crate::error::{AppError, AppResult};
 use crate::rate_limit::{Bucket, Decision, Window};
-use crate::users::{hash_password, verify_password};
+use crate::users::hash_password;
 
 /// The window failed logins are counted in.
 const LOGIN_WINDOW_SECS: i64 = 900;
@@ -78,6 +78,37 @@ impl App {
         ]
     }
 
+    /// Refuses a password check while the account (`email`) or the client address has had too
+    /// many failures within 15 minutes: the login's rule, also for every other place that checks
+    /// an account's password (accepting an invitation with an existing account, changing one's
+    /// password).
+    pub(crate) fn check_password_attempts(
+        &self,
+        email: &str,
+        client_ip: Option<&str>,
+    ) -> AppResult<()> {
+        let secs = Timestamp::now().unix_seconds();
+        for b in &self.login_buckets(email, client_ip) {
+            if let Decision::Refused { retry_after, .. } =
+                self.limiter().peek(std::slice::from_ref(b), secs)
+            {
+                return Err(AppError::LimitReached {
+                    message: format!("too many {}; try again in {retry_after} s", b.label),
+                    retry_after,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Counts a wrong password against the account and the address (see
+    /// [`App::check_password_attempts`]).
+    pub(crate) fn count_password_failure(&self, email: &str, client_ip: Option<&str>) {
+        let buckets = self.login_buckets(email, client_ip);
+        self.limiter()
+            .check(&buckets, Timestamp::now().unix_seconds());
+    }
+
     /// Checks email and password and opens a session. Too many failures for the account or
     /// from the address within 15 minutes refuse further attempts until the window ends.
     /// Logs in: the call's `trail` gives the client's address and agent (kept on the session)
@@ -95,32 +126,23 @@ impl App {
         v.finish()?;
         let email = login.email.trim().to_lowercase();
         let now = Timestamp::now();
-        let secs = now.unix_seconds();
-        let buckets = self.login_buckets(&email, client.client_ip.as_deref());
-        for b in &buckets {
-            if let Decision::Refused { retry_after, .. } =
-                self.limiter().peek(std::slice::from_ref(b), secs)
-            {
-                return Err(AppError::LimitReached {
-                    message: format!("too many {}; try again in {retry_after} s", b.label),
-                    retry_after,
-                });
-            }
-        }
+        let ip = client.client_ip.as_deref();
+        self.check_password_attempts(&email, ip)?;
         let user = self.store().user_by_email(&email).await?;
         let stored = match &user {
             Some(u) => self.store().password_hash(&u.id).await?,
             None => None,
         };
         let matches = match &stored {
-            Some(hash) => verify_password(&login.password, hash).await?,
+            Some(hash) => self.verify_password(&login.password, hash).await?,
             None => {
-                verify_password(&login.password, dummy_hash().await?).await?;
+                self.verify_password(&login.password, dummy_hash().await?)
+                    .await?;
                 false
             }
         };
         let (Some(user), true) = (&user, matches) else {
-            self.limiter().check(&buckets, secs);
+            self.count_password_failure(&email, ip);
             if let Some(u) = &user {
                 // A failed login of an account is recorded where its admins look: in its
                 // (first) organization, naming the user (never the password).

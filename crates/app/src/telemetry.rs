@@ -321,10 +321,22 @@ impl App {
         interval_ms: Option<i64>,
         page: Page,
     ) -> AppResult<Paged<AggregatedRow>> {
-        Ok(self
+        let rows = self
             .tsdb()
             .query_aggregated(org_id, filter, aggregation, interval_ms, page)
-            .await?)
+            .await?;
+        // Means are computed without overflow; only a sum can leave the range of a double,
+        // and JSON has no number for it.
+        if let Some(r) = rows.items.iter().find(|r| !r.value.is_finite()) {
+            return Err(AppError::invalid(
+                "aggregation",
+                format!(
+                    "the sum of {}/{} exceeds the range of a double (about ±1.8e308); ask for avg, min or max",
+                    r.asset_id, r.tag_name
+                ),
+            ));
+        }
+        Ok(rows)
     }
 
     /// Each tag's series over the range, never more than two values per pixel of `width`: raw

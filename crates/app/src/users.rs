@@ -5,6 +5,7 @@ use plantd_model::validation::Validator;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::access::AuditTrail;
 use crate::app::App;
 use crate::caller::Caller;
 use crate::error::{AppError, AppResult};
@@ -36,7 +37,8 @@ pub struct PasswordChange {
     pub new_password: String,
 }
 
-/// Argon2id work off the async threads.
+/// Argon2id work off the async threads, for the operator's commands (requests go through
+/// [`App::hash_password`], which bounds how many run at once).
 pub(crate) async fn hash_password(password: &str) -> AppResult<String> {
     let pw = password.to_string();
     tokio::task::spawn_blocking(move || plantd_auth::hash_password(&pw))
@@ -45,14 +47,25 @@ pub(crate) async fn hash_password(password: &str) -> AppResult<String> {
         .map_err(|e| AppError::internal("cannot hash the password", e))
 }
 
-pub(crate) async fn verify_password(given: &str, stored: &str) -> AppResult<bool> {
-    let (given, stored) = (given.to_string(), stored.to_string());
-    tokio::task::spawn_blocking(move || plantd_auth::verify_password(&given, &stored))
-        .await
-        .map_err(|e| AppError::internal("password verification stopped", e))
-}
-
 impl App {
+    /// Hashes a new password (Argon2id), within the bound on password work
+    /// (`password_work.rs`).
+    pub(crate) async fn hash_password(&self, password: &str) -> AppResult<String> {
+        let pw = password.to_string();
+        self.password_work()
+            .run(move || plantd_auth::hash_password(&pw))
+            .await?
+            .map_err(|e| AppError::internal("cannot hash the password", e))
+    }
+
+    /// Checks a password against its stored hash, within the bound on password work.
+    pub(crate) async fn verify_password(&self, given: &str, stored: &str) -> AppResult<bool> {
+        let (given, stored) = (given.to_string(), stored.to_string());
+        self.password_work()
+            .run(move || plantd_auth::verify_password(&given, &stored))
+            .await
+    }
+
     /// The caller's user and role in the caller's organization.
     pub async fn me(&self, caller: &Caller) -> AppResult<(User, Role)> {
         let user_id = caller.user_id.as_deref().ok_or(AppError::NoUser)?;
@@ -97,8 +110,18 @@ impl App {
 
     /// Changes the password; the current one must be given (unless none is set yet). Every
     /// other session of the user ends.
-    pub async fn change_password(&self, caller: &Caller, change: PasswordChange) -> AppResult<()> {
+    /// Changes the caller's password. A wrong `current_password` counts as a failed login of the
+    /// account (the login's throttle). Every other session of the user ends, and so do the
+    /// refresh tokens of their OAuth grants (RFC 9700 4.14: a password change revokes them).
+    pub async fn change_password(
+        &self,
+        caller: &Caller,
+        change: PasswordChange,
+        trail: Option<&AuditTrail>,
+    ) -> AppResult<()> {
         let (user, _) = self.me(caller).await?;
+        let ip = trail.and_then(|t| t.facts().client_ip.clone());
+        self.check_password_attempts(&user.email, ip.as_deref())?;
         let mut v = Validator::new();
         if let Some(problem) = plantd_auth::password_problem(&change.new_password, &user.email) {
             v.add("new_password", problem);
@@ -107,18 +130,24 @@ impl App {
             match &change.current_password {
                 None => v.add("current_password", "is required"),
                 Some(given) => {
-                    let matches = verify_password(given, &stored).await?;
+                    let matches = self.verify_password(given, &stored).await?;
+                    if !matches {
+                        self.count_password_failure(&user.email, ip.as_deref());
+                    }
                     v.check(matches, "current_password", "is incorrect");
                 }
             }
         }
         v.finish()?;
-        let hash = hash_password(&change.new_password).await?;
+        let hash = self.hash_password(&change.new_password).await?;
         self.store().set_password(&user.id, &hash).await?;
-        // Whoever else was signed in as this user is signed out.
+        // Whoever else was signed in as this user is signed out, and their applications' grants
+        // end.
         self.store()
             .delete_user_sessions(&user.id, caller.session_id())
             .await?;
+        self.store().revoke_user_grants(&user.id).await?;
+        self.forget_token_states();
         Ok(())
     }
 }

@@ -133,12 +133,22 @@ impl SigningKey {
     }
 }
 
-/// The key id (`kid`) a token's header names, if it is an RS256 JWT at all.
+/// The key id (`kid`) a token's header names, if it is an access token at all: an RS256 JWT
+/// of type `at+jwt` (RFC 9068 2.1: a JWT of another type, an ID token say, is no access
+/// token).
 pub fn key_id_of(token: &str) -> Result<String, String> {
     let header = jsonwebtoken::decode_header(token)
         .map_err(|_| "the access token is not a well-formed JWT".to_string())?;
     if header.alg != Algorithm::RS256 {
         return Err("access tokens of this server are signed with RS256".into());
+    }
+    let typ = header
+        .typ
+        .as_deref()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    if typ != "at+jwt" && typ != "application/at+jwt" {
+        return Err("the token is not an access token (its type must be at+jwt)".into());
     }
     header
         .kid
@@ -167,6 +177,19 @@ mod tests {
             client_id: "c".into(),
             gid: "g".into(),
         }
+    }
+
+    #[test]
+    fn only_access_tokens_are_accepted() {
+        let key = SigningKey::from_pem("k1", &generate_rsa_pem().unwrap()).unwrap();
+        let token = key.sign(&claims(i64::MAX / 2)).unwrap();
+        assert_eq!(key_id_of(&token).unwrap(), "k1");
+        // The same claims and key in a plain JWT (`typ: JWT`, as an ID token would be).
+        let mut header = Header::new(Algorithm::RS256);
+        header.kid = Some("k1".into());
+        header.typ = Some("JWT".into());
+        let plain = jsonwebtoken::encode(&header, &claims(i64::MAX / 2), &key.encoding).unwrap();
+        assert!(key_id_of(&plain).unwrap_err().contains("at+jwt"));
     }
 
     #[test]

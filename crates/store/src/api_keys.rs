@@ -1,6 +1,7 @@
 //! API keys (hash only) and their per-day, per-endpoint usage counters.
 
 use plantd_model::api_key::{ApiKey, ApiKeyUsageRow};
+use plantd_model::org::Role;
 use plantd_model::page::{Page, Paged};
 use plantd_model::{Scope, Timestamp, new_id, scope};
 use sqlx::Row;
@@ -85,12 +86,38 @@ impl Store {
 
     /// The key whose secret hashes to `key_hash`, whatever its state.
     pub async fn api_key_by_hash(&self, key_hash: &str) -> Result<Option<ApiKey>> {
-        let sql = format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE key_hash = $1");
+        Ok(self.key_holder(key_hash).await?.map(|(k, _)| k))
+    }
+
+    /// The key whose secret hashes to `key_hash` and, for a key created by a person, that
+    /// person's role in the key's organization while they are an active member (`None` once
+    /// they are not: the key then acts for nobody).
+    pub async fn key_holder(&self, key_hash: &str) -> Result<Option<(ApiKey, Option<Role>)>> {
+        let columns = KEY_COLUMNS
+            .split(", ")
+            .map(|c| format!("k.{c}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!(
+            "SELECT {columns}, m.role AS member_role FROM api_keys k \
+             LEFT JOIN memberships m ON m.org_id = k.org_id AND m.user_id = k.user_id \
+             AND m.status = 'active' WHERE k.key_hash = $1"
+        );
         let row = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(key_hash)
             .fetch_optional(self.pool())
             .await?;
-        row.as_ref().map(key_from_row).transpose()
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let role = match row.try_get::<Option<String>, _>("member_role")? {
+            Some(r) => Some(
+                r.parse::<Role>()
+                    .map_err(|_| StoreError::Corrupt(r.clone()))?,
+            ),
+            None => None,
+        };
+        Ok(Some((key_from_row(&row)?, role)))
     }
 
     pub async fn api_key(&self, org_id: &str, id: &str) -> Result<ApiKey> {

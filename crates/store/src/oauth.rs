@@ -357,6 +357,20 @@ impl Store {
         Ok(())
     }
 
+    /// Revokes every grant of a user (a password change): their applications' access and
+    /// refresh tokens stop working.
+    pub async fn revoke_user_grants(&self, user_id: &str) -> Result<()> {
+        let _gate = self.write_guard().await;
+        sqlx::query(
+            "UPDATE oauth_grants SET revoked_at = $1 WHERE user_id = $2 AND revoked_at IS NULL",
+        )
+        .bind(Timestamp::now().millis())
+        .bind(user_id)
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
     pub async fn create_refresh_token(
         &self,
         token_hash: &str,

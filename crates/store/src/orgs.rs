@@ -260,7 +260,9 @@ impl Store {
     }
 
     /// Removes a member. The last owner cannot be removed: an organization always has one.
-    pub async fn remove_member(&self, org_id: &str, user_id: &str) -> Result<()> {
+    /// Removes a member and revokes the API keys they created in the organization (they acted
+    /// for them); returns the ids of the keys revoked.
+    pub async fn remove_member(&self, org_id: &str, user_id: &str) -> Result<Vec<String>> {
         let mut tx = self.begin_write().await?;
         let row = sqlx::query("SELECT role FROM memberships WHERE org_id = $1 AND user_id = $2")
             .bind(org_id)
@@ -288,8 +290,26 @@ impl Store {
             .bind(user_id)
             .execute(&mut *tx)
             .await?;
+        let keys: Vec<String> = sqlx::query(
+            "SELECT id FROM api_keys WHERE org_id = $1 AND user_id = $2 AND revoked_at IS NULL",
+        )
+        .bind(org_id)
+        .bind(user_id)
+        .fetch_all(&mut *tx)
+        .await?
+        .iter()
+        .map(|r| r.try_get("id"))
+        .collect::<std::result::Result<_, _>>()?;
+        sqlx::query(
+            "UPDATE api_keys SET revoked_at = $1 WHERE org_id = $2 AND user_id = $3 AND revoked_at IS NULL",
+        )
+        .bind(Timestamp::now().millis())
+        .bind(org_id)
+        .bind(user_id)
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
-        Ok(())
+        Ok(keys)
     }
 
     /// The organizations a user is an active member of, oldest membership first.

@@ -58,6 +58,10 @@ impl BucketStats {
     }
     pub fn value(self, agg: Aggregation) -> f64 {
         match agg {
+            // A sum past the range of a double (points near ±1.8e308) gives no mean: a chart
+            // draws the middle of the bucket's range; the aggregate query reads the points again
+            // for the exact mean.
+            Aggregation::Avg if !self.sum.is_finite() => self.min / 2.0 + self.max / 2.0,
             Aggregation::Avg => self.sum / self.count as f64,
             Aggregation::Min => self.min,
             Aggregation::Max => self.max,

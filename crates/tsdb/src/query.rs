@@ -314,19 +314,66 @@ impl Queries<'_> {
     ) -> Result<Paged<AggregatedRow>> {
         let buckets = self.query_buckets(org_id, f, bucket).await?;
         let total = buckets.len() as u64;
-        let items = buckets
+        let mut items = Vec::new();
+        for b in buckets
             .into_iter()
             .skip(page.offset() as usize)
             .take(page.limit() as usize)
-            .map(|b| AggregatedRow {
+        {
+            let mut value = b.stats.value(agg);
+            if agg == Aggregation::Avg && !b.stats.sum.is_finite() {
+                // The bucket's sum left the range of a double (points near ±1.8e308): its
+                // mean is read again from the points, summed as x/n, which cannot overflow.
+                let from = b.start.millis().max(f.start.millis());
+                let to = bucket.map_or(f.end.millis(), |w| {
+                    (b.start.millis() + w).min(f.end.millis())
+                });
+                value = self
+                    .exact_mean(org_id, &b.asset_id, &b.tag_name, (from, to), b.stats.count)
+                    .await?;
+            }
+            items.push(AggregatedRow {
                 timestamp: b.start,
                 asset_id: b.asset_id,
                 tag_name: b.tag_name,
-                value: b.stats.value(agg),
+                value,
                 count: b.stats.count as u64,
-            })
-            .collect();
+            });
+        }
         Ok(Paged { items, total })
+    }
+
+    /// The mean of one series' `count` points in `[from, to)`, as the sum of each point divided
+    /// by the count: no partial sum exceeds the largest point, so it never overflows.
+    async fn exact_mean(
+        &self,
+        org_id: &str,
+        asset_id: &str,
+        tag_name: &str,
+        (from, to): (i64, i64),
+        count: i64,
+    ) -> Result<f64> {
+        let filter = TelemetryFilter {
+            data_source_id: None,
+            asset_id: Some(asset_id.to_string()),
+            tag_name: Some(tag_name.to_string()),
+            start: Timestamp::from_millis(from),
+            end: Timestamp::from_millis(to),
+        };
+        let n = count.max(1) as f64;
+        let mut mean = 0.0;
+        for (series, _, _) in self.series_of(org_id, &filter, &[]).await? {
+            let mut after = from - 1;
+            loop {
+                let points = self.raw_of_series(series, after, to, 10_000).await?;
+                let Some(last) = points.last() else {
+                    break;
+                };
+                after = last.0;
+                mean += points.iter().map(|p| p.1 / n).sum::<f64>();
+            }
+        }
+        Ok(mean)
     }
 
     /// Each asset of the organization with its tag names, both in name order.

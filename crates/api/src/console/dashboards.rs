@@ -1,14 +1,14 @@
 //! The dashboards: the list (create, import, duplicate, export, delete), one dashboard drawn
 //! and kept live by `dashboard.js`, and the editor (`dashboard_edit.js`).
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::response::Response;
 use maud::html;
 use plantd_app::dashboards::Dashboard;
 use plantd_model::Scope;
 
 use super::browser::Browser;
-use super::kit::{ALL, OrPage, time};
+use super::kit::{ALL, OrPage, PathId, time};
 use super::layout::{shell, shell_titled};
 use crate::state::AppState;
 
@@ -99,7 +99,7 @@ async fn shown(state: &AppState, browser: &Browser, id: &str) -> Result<Dashboar
 pub(crate) async fn view(
     State(state): State<AppState>,
     browser: Browser,
-    Path(id): Path<String>,
+    PathId(id): PathId,
 ) -> Result<Response, Response> {
     let d = shown(&state, &browser, &id).await?;
     let body = html! {
@@ -128,7 +128,7 @@ pub(crate) async fn view(
 pub(crate) async fn editor(
     State(state): State<AppState>,
     browser: Browser,
-    Path(id): Path<String>,
+    PathId(id): PathId,
 ) -> Result<Response, Response> {
     let d = shown(&state, &browser, &id).await?;
     let assets = state.app.assets(browser.org_id()).await.unwrap_or_default();

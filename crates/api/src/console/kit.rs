@@ -2,6 +2,9 @@
 //! or showing why it failed ([`OrPage`]), form fields, times, values, badges and the alert
 //! table (the overview and the alerts page show it).
 
+use axum::extract::{FromRequestParts, Path};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
 use axum::response::Response;
 use maud::{Markup, html};
 use plantd_app::AppResult;
@@ -10,6 +13,27 @@ use plantd_model::page::Page;
 
 use super::browser::Browser;
 use super::layout::failed;
+
+/// The `{id}` of a page's path; one that is not text (`%FF`) is a missing page, answered as a
+/// page rather than axum's plain-text refusal.
+pub(crate) struct PathId(pub(crate) String);
+
+impl<S: Send + Sync> FromRequestParts<S> for PathId {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Response> {
+        Path::<String>::from_request_parts(parts, state)
+            .await
+            .map(|Path(id)| PathId(id))
+            .map_err(|_| {
+                crate::pages::error_page(
+                    StatusCode::NOT_FOUND,
+                    "Not found",
+                    "there is no such page on this server",
+                )
+            })
+    }
+}
 
 /// Every row of a list that a page shows whole.
 pub(crate) const ALL: Page = Page {

@@ -7,11 +7,7 @@ use maud::{DOCTYPE, Markup, html};
 use plantd_app::AppError;
 
 use super::browser::{Browser, NotShown};
-
-/// Content-Security-Policy of every console page: this origin's scripts, styles, images and
-/// connections (the API and its WebSocket) only; no inline script; not framed.
-const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
-                   connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
+use crate::pages::CONSOLE_CSP;
 
 /// A page of the console, titled as its declaration says (see [`shell_titled`]).
 pub(crate) fn shell(browser: &Browser, body: Markup, scripts: &[&str]) -> Response {
@@ -85,7 +81,7 @@ fn document(browser: Option<&Browser>, title: &str, body: Markup, scripts: &[&st
 
 /// An HTML answer with the console's headers.
 pub(crate) fn page_response(status: StatusCode, markup: Markup) -> Response {
-    crate::pages::html_page(status, markup.into_string(), CSP, "same-origin")
+    crate::pages::html_page(status, markup.into_string(), CONSOLE_CSP, "same-origin")
 }
 
 /// A page that shows what failed instead of its content (never a blank page), with the status

@@ -17,7 +17,6 @@ mod overview;
 mod page;
 mod session;
 
-use axum::extract::Path;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -159,7 +158,17 @@ pub fn router(state: AppState) -> Router<AppState> {
 }
 
 /// The embedded files: path under `/assets/`, content type, bytes.
-const ASSETS: [(&str, &str, &[u8]); 7] = [
+const ASSETS: [(&str, &str, &[u8]); 9] = [
+    (
+        "docs.css",
+        "text/css; charset=utf-8",
+        include_bytes!("../../assets/docs.css"),
+    ),
+    (
+        "docs.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../../assets/docs.js"),
+    ),
     (
         "console.css",
         "text/css; charset=utf-8",
@@ -197,7 +206,7 @@ const ASSETS: [(&str, &str, &[u8]); 7] = [
     ),
 ];
 
-async fn asset(Path(path): Path<String>) -> Response {
+async fn asset(kit::PathId(path): kit::PathId) -> Response {
     match ASSETS.iter().find(|(p, _, _)| *p == path) {
         Some((_, content_type, bytes)) => (
             [

@@ -22,14 +22,36 @@ pub(crate) struct LoginForm {
     next: Option<String>,
 }
 
-/// A path on this server to return to after login (never another site).
+/// A path on this server to return to after login (never another site). Browsers drop tabs
+/// and newlines from a URL before reading it, so they are dropped here first; what is left
+/// must be a path: one `/` followed by anything but `/` or `\` (`//host` and `/\host` name
+/// another host), without control characters (which a header cannot carry).
 fn local(next: Option<&str>) -> String {
-    match next {
-        Some(p) if p.starts_with('/') && !p.starts_with("//") && !p.starts_with("/\\") => {
-            p.to_string()
-        }
-        _ => "/".into(),
+    let Some(next) = next else {
+        return "/".into();
+    };
+    let cleaned: String = next
+        .chars()
+        .filter(|c| !matches!(c, '\t' | '\n' | '\r'))
+        .collect();
+    let mut chars = cleaned.chars();
+    let path = chars.next() == Some('/')
+        && !matches!(chars.next(), Some('/' | '\\'))
+        && !cleaned.chars().any(char::is_control);
+    if !path {
+        return "/".into();
     }
+    // A `Location` header carries visible ASCII: spaces and other characters are
+    // percent-encoded, as a browser would.
+    let mut out = String::with_capacity(cleaned.len());
+    for b in cleaned.bytes() {
+        if b.is_ascii_graphic() {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 fn login_form(status: StatusCode, next: &str, email: &str, error: Option<&str>) -> Response {
@@ -107,4 +129,33 @@ pub(crate) async fn logout(
     r.headers_mut()
         .insert(header::SET_COOKIE, csrf::clear_cookie(state.app.issuer()));
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::local;
+
+    #[test]
+    fn next_is_a_path_on_this_server() {
+        for (given, kept) in [
+            (Some("/dashboards/1?range=24h"), "/dashboards/1?range=24h"),
+            (Some("/"), "/"),
+            (Some("/\t/evil.example"), "/"),
+            (Some("/\n/evil.example"), "/"),
+            (Some("\t//evil.example"), "/"),
+            (Some("//evil.example"), "/"),
+            (Some("/\\evil.example"), "/"),
+            (Some("https://evil.example/"), "/"),
+            (Some("/al\nerts"), "/alerts"),
+            (Some("/a\u{7f}b"), "/"),
+            (
+                Some("/dashboards/Pumpe Süd"),
+                "/dashboards/Pumpe%20S%C3%BCd",
+            ),
+            (Some(""), "/"),
+            (None, "/"),
+        ] {
+            assert_eq!(local(given), kept, "{given:?}");
+        }
+    }
 }

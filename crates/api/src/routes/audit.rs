@@ -9,7 +9,7 @@ use plantd_model::Timestamp;
 use plantd_model::audit::{AuditEvent, AuditRecord, Severity};
 use serde::Deserialize;
 
-use crate::envelope::{Data, List, list, ok, paged_query};
+use crate::envelope::{Data, List, csv_cell, list, ok, paged_query};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Auth, ById, ValidJson, ValidQuery, query_time};
 use crate::routing::{Policy, Route, route};
@@ -223,15 +223,6 @@ const CSV_COLUMNS: [&str; 18] = [
     "user_agent",
     "request_id",
 ];
-
-/// A client-controlled text as a CSV cell that spreadsheets will not run as a formula.
-fn csv_cell(text: &str) -> String {
-    if text.starts_with(['=', '+', '-', '@', '\t', '\r']) {
-        format!("'{text}")
-    } else {
-        text.to_string()
-    }
-}
 
 fn to_csv(records: &[AuditRecord]) -> ApiResult<Vec<u8>> {
     let mut w = csv::Writer::from_writer(Vec::new());

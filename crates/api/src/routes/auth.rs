@@ -135,14 +135,17 @@ pub struct AcceptedInvitation {
 }
 
 /// Accept an invitation with the token of its link: a newcomer chooses a password (and
-/// name); a person who already has an account confirms with its password. Then log in.
+/// name); a person who already has an account confirms with its password (wrong ones count as
+/// failed logins of the account: 429 once too many). Then log in.
 #[utoipa::path(post, path = "/auth/invitations/accept", tag = "auth", request_body = AcceptInvitation, security(()),
     responses((status = 200, body = Data<AcceptedInvitation>), (status = 400, description = "Invalid, expired or used token; password rules")))]
 async fn accept_invitation(
     State(state): State<AppState>,
+    trail: Option<Extension<AuditTrail>>,
     ValidJson(body): ValidJson<AcceptInvitation>,
 ) -> ApiResult<Response> {
-    let (user, member, org_id) = state.app.accept_invitation(body).await?;
+    let trail = trail.map(|Extension(t)| t);
+    let (user, member, org_id) = state.app.accept_invitation(body, trail.as_ref()).await?;
     Ok(ok(AcceptedInvitation {
         user_id: user.id,
         email: user.email,

@@ -1,7 +1,9 @@
 //! The caller's organization (SPEC 4.9): settings, members, invitations and usage (SPEC 2.9).
 
+use axum::Extension;
 use axum::extract::State;
 use axum::response::Response;
+use plantd_app::access::AuditTrail;
 use plantd_app::orgs::{Invitation, InvitedMember, OrganizationUpdate, Usage};
 use plantd_model::Scope::Admin;
 use plantd_model::audit::AuditEvent;
@@ -82,8 +84,16 @@ async fn invite_member(
 /// Remove a member (the user id). The last owner cannot be removed (409).
 #[utoipa::path(delete, path = "/organizations/current/members/{id}", tag = "organizations", params(("id" = String, Path)),
     responses((status = 204, description = "Removed"), (status = 409, description = "The last owner cannot be removed")))]
-async fn remove_member(State(state): State<AppState>, r: ById) -> ApiResult<Response> {
-    state.app.remove_member(r.org(), &r.id).await?;
+async fn remove_member(
+    State(state): State<AppState>,
+    trail: Option<Extension<AuditTrail>>,
+    r: ById,
+) -> ApiResult<Response> {
+    let trail = trail.map(|Extension(t)| t);
+    state
+        .app
+        .remove_member(r.org(), &r.id, trail.as_ref())
+        .await?;
     Ok(no_content())
 }
 

@@ -2,7 +2,7 @@
 
 use axum::extract::State;
 use axum::http::{StatusCode, header};
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use plantd_app::system::{ServiceStatus, VERSION};
 use plantd_model::Timestamp;
 use plantd_model::audit::AuditEvent;
@@ -67,6 +67,11 @@ async fn openapi_json(State(state): State<AppState>) -> Response {
 /// A human-readable page over the OpenAPI document that needs no internet access.
 #[utoipa::path(get, path = "/docs", tag = "system",
     responses((status = 200, description = "HTML documentation", content_type = "text/html")))]
-async fn docs() -> Html<&'static str> {
-    Html(include_str!("../../docs.html"))
+async fn docs() -> Response {
+    crate::pages::html_page(
+        axum::http::StatusCode::OK,
+        include_str!("../../docs.html").to_string(),
+        crate::pages::CONSOLE_CSP,
+        "same-origin",
+    )
 }

@@ -20,7 +20,7 @@ use plantd_model::telemetry::{Aggregation, Interval, Quality, check_name};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 
-use crate::envelope::{Data, List, list, ok, paged_query};
+use crate::envelope::{Data, List, csv_cell, list, ok, paged_query};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Auth, JsonBytes, ValidQuery, query_time};
 use crate::routing::{Policy, Route, route};
@@ -445,7 +445,7 @@ fn render_rows(chunk: &RawChunk, ndjson: bool) -> Bytes {
     let mut names = Vec::new();
     {
         let mut w = csv::Writer::from_writer(&mut names);
-        let _ = w.write_record([&chunk.asset_id, &chunk.tag_name]);
+        let _ = w.write_record([csv_cell(&chunk.asset_id), csv_cell(&chunk.tag_name)]);
         let _ = w.flush();
     }
     let names = names.strip_suffix(b"\n").unwrap_or(&names);

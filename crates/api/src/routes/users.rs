@@ -1,7 +1,9 @@
 //! The user an API key acts for (SPEC 4.9): profile and password.
 
+use axum::Extension;
 use axum::extract::State;
 use axum::response::Response;
+use plantd_app::access::AuditTrail;
 use plantd_app::users::{PasswordChange, ProfileUpdate};
 use plantd_model::Timestamp;
 use plantd_model::audit::AuditEvent;
@@ -67,14 +69,21 @@ async fn update_me(
     Ok(ok(view(user, role, &caller.org_id)))
 }
 
-/// Change the password; the current one must be given (unless none is set yet).
+/// Change the password; the current one must be given (unless none is set yet; wrong ones count
+/// as failed logins of the account). Every other session of the user ends, and the grants of
+/// their OAuth applications are revoked.
 #[utoipa::path(post, path = "/users/me/password", tag = "users", request_body = PasswordChange,
     responses((status = 204, description = "Changed"), (status = 404, description = "The key acts for no user")))]
 async fn change_password(
     State(state): State<AppState>,
     caller: Auth,
+    trail: Option<Extension<AuditTrail>>,
     ValidJson(body): ValidJson<PasswordChange>,
 ) -> ApiResult<Response> {
-    state.app.change_password(&caller, body).await?;
+    let trail = trail.map(|Extension(t)| t);
+    state
+        .app
+        .change_password(&caller, body, trail.as_ref())
+        .await?;
     Ok(no_content())
 }

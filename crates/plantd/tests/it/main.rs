@@ -18,6 +18,7 @@ mod licenses;
 mod oauth;
 mod orgs_users_audit;
 mod rate_limits;
+mod security;
 mod sim;
 mod sim_control;
 mod stream;

@@ -1060,3 +1060,51 @@ async fn the_authorization_server_audits_decisions_grants_and_revocations() {
         [("success".into(), 200, "oauth_client".into(), client)]
     );
 }
+
+/// A password change ends the user's OAuth grants (their applications' access and refresh
+/// tokens, as RFC 9700 advises) beside their other sessions; wrong current passwords count as
+/// failed logins of the account.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_password_change_revokes_grants_and_wrong_guesses_are_throttled() {
+    let app = spawn_app().await;
+    let spa = register(&app, &app.admin_key, "spa", json!(["read:assets"])).await;
+    let cid = spa["client_id"].as_str().unwrap().to_string();
+    let q = format!(
+        "response_type=code&client_id={cid}&redirect_uri={}&scope=read%3Aassets&code_challenge={CHALLENGE}&code_challenge_method=S256",
+        urlencode(CALLBACK)
+    );
+    let back = authorize(&app, &q, true).await;
+    let code = query_param(&back, "code").unwrap();
+    let (s, tok) = exchange(&app, &cid, &code, CALLBACK, Some(VERIFIER)).await;
+    assert_eq!(s, 200, "{tok}");
+    let at = tok["access_token"].as_str().unwrap().to_string();
+    let rt = tok["refresh_token"].as_str().unwrap().to_string();
+    app.get("/data-sources", &at).await.expect(200);
+
+    let me = crate::identity::session(&app, OWNER.0, OWNER.1).await;
+    let change = |current: &str, new: &str| {
+        app.post(
+            "/users/me/password",
+            &me,
+            json!({"current_password": current, "new_password": new}),
+        )
+    };
+    change(OWNER.1, "a-new-valve-password-9").await.expect(204);
+    let (_, body) = refresh(&app, &cid, &rt, None).await;
+    assert_eq!(body["error"], "invalid_grant", "{body}");
+    assert_eq!(
+        app.get("/data-sources", &at).await.expect(401).json["error"],
+        "invalid_token"
+    );
+
+    let mut statuses = Vec::new();
+    for i in 0..11 {
+        statuses.push(
+            change(&format!("wrong-guess-{i}"), "another-valve-password-7")
+                .await
+                .status,
+        );
+    }
+    assert_eq!(&statuses[..10], &[400; 10], "{statuses:?}");
+    assert_eq!(statuses[10], 429, "{statuses:?}");
+}
