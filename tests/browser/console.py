@@ -149,6 +149,16 @@ def run(d):
     cell = "tr[data-asset='Pump_01'][data-tag='Vibration_X'] time"
     first = wait(d, lambda: d.find_elements(By.CSS_SELECTOR, cell))[0].get_attribute("datetime")
     wait(d, lambda: d.find_element(By.CSS_SELECTOR, cell).get_attribute("datetime") != first)
+    # A series whose first point arrives after the page loaded (a source that connected late)
+    # gets its row and its asset's card without a reload.
+    late = api(d, "POST", "/v1/telemetry", {"data": [
+        {"asset_id": "Late_Asset", "tag_name": "Level", "value": 12.5,
+         "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}]})
+    assert late["status"] == 200, late
+    wait(d, lambda: d.find_elements(
+        By.CSS_SELECTOR, "article.card[data-asset='Late_Asset'] tr[data-tag='Level'] td.value"))
+    assert d.find_element(
+        By.CSS_SELECTOR, "tr[data-asset='Late_Asset'][data-tag='Level'] td.value").text == "12.500"
     ok("overview_live")
     shot(d, "overview")
     d.get(f"{BASE}/dashboards/{dash_id}/edit")

@@ -380,19 +380,57 @@
 
   // ---------- (f) the overview's latest values, live ----------
   // Rows are <tr data-asset data-tag> with td.value and a <time>; one unfiltered subscription carries the
-  // organization's points; a value is written at most once per animation frame. Reconnects after 1, 2, 4 ... 30 s.
+  // organization's points; a value is written at most once per animation frame. A series the page did
+  // not have when it was rendered (the first points of a source that connected after the page loaded)
+  // gets its row, and its asset its card, as its first point arrives. Reconnects after 1, 2, 4 ... 30 s.
   function initOverview() {
     const root = document.getElementById('overview');
     if (!root) return;
     const rows = new Map();
     for (const tr of root.querySelectorAll('tr[data-asset][data-tag]')) rows.set(tr.dataset.asset + '\u0000' + tr.dataset.tag, tr);
-    if (!rows.size) return;
     const fmt = (v) => Number.isInteger(v) ? String(v) : v.toFixed(3);
     let pending = new Map(), frame = 0, attempt = 0;
+    function el(tag, attrs, text) {
+      const e = document.createElement(tag);
+      for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+      if (text !== undefined) e.textContent = text;
+      return e;
+    }
+    // The card of `asset`, made (in name order) if the page has none yet.
+    function card(asset) {
+      const cards = root.querySelector('.cards');
+      for (const c of cards.querySelectorAll('article.card')) if (c.dataset.asset === asset) return c;
+      const c = el('article', { class: 'card', 'data-asset': asset });
+      c.appendChild(el('h3', {}, asset));
+      const table = el('table', { class: 'list compact' });
+      const head = el('tr');
+      head.append(el('th', { scope: 'col' }, 'Tag'), el('th', { scope: 'col', class: 'num' }, 'Value'), el('th', { scope: 'col' }, 'Updated'));
+      table.append(el('thead'), el('tbody'));
+      table.tHead.appendChild(head);
+      c.appendChild(table);
+      const after = [...cards.querySelectorAll('article.card')].find((x) => x.dataset.asset > asset);
+      cards.insertBefore(c, after || null);
+      const empty = root.querySelector('p.quiet');
+      if (empty) empty.remove();
+      return c;
+    }
+    function row(asset, tag) {
+      const key = asset + '\u0000' + tag;
+      let tr = rows.get(key);
+      if (tr) return tr;
+      const body = card(asset).querySelector('tbody');
+      tr = el('tr', { 'data-asset': asset, 'data-tag': tag });
+      tr.append(el('th', { scope: 'row' }, tag), el('td', { class: 'num value' }), el('td', { class: 'age' }));
+      tr.lastChild.appendChild(el('time'));
+      const after = [...body.querySelectorAll('tr[data-tag]')].find((x) => x.dataset.tag > tag);
+      body.insertBefore(tr, after || null);
+      rows.set(key, tr);
+      return tr;
+    }
     function draw() {
       frame = 0;
-      for (const [key, p] of pending) {
-        const tr = rows.get(key); if (!tr) continue;
+      for (const p of pending.values()) {
+        const tr = row(p.asset_id, p.tag_name);
         const cell = tr.querySelector('td.value'), t = tr.querySelector('time');
         if (cell) cell.textContent = fmt(p.value);
         if (t) { t.setAttribute('datetime', p.timestamp); t.title = p.timestamp; const d = new Date(p.timestamp); if (!isNaN(d.getTime())) t.textContent = localText(d); }
@@ -408,8 +446,9 @@
         try { m = JSON.parse(ev.data); } catch (e) { return; }
         if (m.type !== 'telemetry') return;
         for (const p of m.data || []) {
-          const key = p.asset_id + '\u0000' + p.tag_name;
-          if (rows.has(key) && typeof p.value === 'number') pending.set(key, p);
+          if (typeof p.value === 'number' && typeof p.asset_id === 'string' && typeof p.tag_name === 'string') {
+            pending.set(p.asset_id + '\u0000' + p.tag_name, p);
+          }
         }
         if (pending.size && !frame) frame = requestAnimationFrame(draw);
       };

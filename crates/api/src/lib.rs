@@ -11,6 +11,7 @@ pub mod csrf;
 pub mod envelope;
 pub mod error;
 pub mod extract;
+mod metrics;
 pub mod oauth_server;
 pub mod openapi;
 pub mod pages;

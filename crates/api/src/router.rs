@@ -44,6 +44,8 @@ pub fn build(app: App) -> Router {
     router
         .merge(crate::oauth_server::router(state.clone()))
         .merge(crate::console::router(state.clone()))
+        .route("/metrics", axum::routing::get(crate::metrics::scrape))
+        .route_layer(axum::middleware::from_fn(crate::metrics::count_request))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -79,16 +81,22 @@ async fn common_headers(State(hsts): State<bool>, mut response: Response) -> Res
 }
 
 async fn not_found(State(state): State<AppState>, req: Request) -> Response {
+    let started = std::time::Instant::now();
     let path = req.uri().path().to_string();
-    with_anonymous_limit(
+    let r = with_anonymous_limit(
         &state,
         &req,
         ApiError::NotFound(format!("no route for {path}")),
-    )
+    );
+    crate::metrics::record_unmatched(&req, r.status().as_u16(), started);
+    r
 }
 
 async fn method_not_allowed(State(state): State<AppState>, req: Request) -> Response {
-    with_anonymous_limit(&state, &req, ApiError::MethodNotAllowed)
+    let started = std::time::Instant::now();
+    let r = with_anonymous_limit(&state, &req, ApiError::MethodNotAllowed);
+    crate::metrics::record_unmatched(&req, r.status().as_u16(), started);
+    r
 }
 
 /// Answers an unrouted request, counted against the client's unauthenticated limit so it too

@@ -37,4 +37,13 @@ impl StreamSlots {
             org_id: org_id.to_string(),
         })
     }
+
+    /// Open connections, every organization's.
+    pub fn total(&self) -> u64 {
+        self.per_org
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .sum()
+    }
 }

@@ -238,10 +238,17 @@ impl App {
         let Some(record) = trail.pending(outcome) else {
             return;
         };
+        metrics::counter!("plantd_audit_records_total", "outcome" => record.outcome.as_str())
+            .increment(1);
         if let Err(e) = self.store().insert_audit(&record).await {
             tracing::error!(error = %plantd_model::error_chain(&e), request_id = %record.request_id, "could not write the audit record");
         }
     }
+}
+
+/// Whether a presented secret equals a configured one, in time independent of where they differ.
+pub fn same_secret(expected: &[u8], given: &[u8]) -> bool {
+    plantd_auth::equal_in_constant_time(expected, given)
 }
 
 fn rate_limited(scope: &str, retry_after: u64) -> AppError {

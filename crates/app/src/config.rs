@@ -35,6 +35,9 @@ pub struct AppConfig {
     /// Argon2id computations (password checks and hashes) at once, each holding ~19 MiB;
     /// default: the machine's cores. More wait, at most 5 s, then are refused with 429.
     pub password_checks_at_once: usize,
+    /// The bearer token `GET /metrics` takes from clients that are not on this host (loopback
+    /// needs none); without one, only loopback clients may scrape.
+    pub metrics_token: Option<String>,
 }
 
 impl AppConfig {
@@ -68,6 +71,7 @@ impl Default for AppConfig {
             login_failures_per_client: 50,
             license_key_per_minute: 600,
             password_checks_at_once: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            metrics_token: None,
         }
     }
 }

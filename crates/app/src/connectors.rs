@@ -302,6 +302,11 @@ async fn record(app: &App, ds: &DataSource, recorded: &mut ConnectorState, wante
     if *recorded == wanted {
         return;
     }
+    if recorded.status != DataSourceStatus::Connected
+        && wanted.status == DataSourceStatus::Connected
+    {
+        metrics::counter!("plantd_connector_connects_total").increment(1);
+    }
     match app
         .store()
         .set_connector_state(&ds.org_id, &ds.id, &wanted)

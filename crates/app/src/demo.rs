@@ -44,10 +44,61 @@ fn alert_list(asset: &str, pos: [u32; 4]) -> Value {
         "x": pos[0], "y": pos[1], "w": pos[2], "h": pos[3], "query": {"asset_id": asset}})
 }
 
+/// The demo's alert rules: name, severity, asset, tag, threshold (`gt`), seconds. The
+/// dashboards draw the same thresholds with the same severities, so a chart never shows
+/// "warning" where the rule raises "critical".
+const RULES: [(&str, &str, &str, &str, f64, i64); 4] = [
+    (
+        "Pump vibration high",
+        "critical",
+        "Pump_01",
+        "Vibration_X",
+        5.0,
+        30,
+    ),
+    (
+        "Pump bearing hot",
+        "warning",
+        "Pump_01",
+        "Bearing_Temperature",
+        80.0,
+        60,
+    ),
+    (
+        "Motor stator hot",
+        "critical",
+        "Motor_01",
+        "Stator_Temperature",
+        130.0,
+        60,
+    ),
+    (
+        "HVAC CO2 high",
+        "warning",
+        "HVAC_01",
+        "CO2_Level",
+        1200.0,
+        120,
+    ),
+];
+
+/// A widget's thresholds: `early` warnings below a rule (value, colour) and the rule of `tag`,
+/// whose severity shows from its threshold up.
+fn thresholds(tag: &str, early: &[(f64, &str)]) -> Value {
+    let mut list: Vec<Value> = early
+        .iter()
+        .map(|(v, c)| json!({"value": v, "color": c}))
+        .collect();
+    if let Some((_, severity, _, _, value, _)) = RULES.iter().find(|r| r.3 == tag) {
+        list.push(json!({"value": value, "color": severity}));
+    }
+    Value::Array(list)
+}
+
 /// The demo dashboards: name, description, layout.
 fn dashboards() -> Vec<(&'static str, &'static str, Value)> {
     let vib = json!({"unit": "mm/s", "decimals": 2, "min": 0.0, "max": 12.0,
-        "thresholds": [{"value": 4.5, "color": "warning"}, {"value": 7.1, "color": "critical"}]});
+        "thresholds": thresholds("Vibration_X", &[(4.5, "warning")])});
     let pump = json!({
         "columns": 12,
         "variables": [{"name": "pump", "label": "Pump", "type": "asset", "default": "Pump_01", "options": ["Pump_01"]}],
@@ -55,7 +106,7 @@ fn dashboards() -> Vec<(&'static str, &'static str, Value)> {
             line("vibration", "Vibration (ISO 10816)", [0, 0, 8, 5], "$pump", &["Vibration_X", "Vibration_Y", "Vibration_Z"], vib.clone()),
             single("gauge", "vib-x", "Vibration X", [8, 0, 4, 5], "$pump", "Vibration_X", vib),
             line("temperatures", "Temperatures", [0, 5, 8, 4], "$pump", &["Motor_Temperature", "Bearing_Temperature"],
-                json!({"unit": "°C", "decimals": 1, "thresholds": [{"value": 80.0, "color": "warning"}, {"value": 95.0, "color": "critical"}]})),
+                json!({"unit": "°C", "decimals": 1, "thresholds": thresholds("Bearing_Temperature", &[])})),
             single("stat", "flow", "Flow", [8, 5, 2, 2], "$pump", "Flow_Rate", json!({"unit": "L/min", "decimals": 0})),
             single("stat", "speed", "Speed", [10, 5, 2, 2], "$pump", "Motor_Speed", json!({"unit": "RPM", "decimals": 0})),
             single("stat", "discharge", "Discharge", [8, 7, 2, 2], "$pump", "Discharge_Pressure", json!({"unit": "bar", "decimals": 2})),
@@ -67,7 +118,7 @@ fn dashboards() -> Vec<(&'static str, &'static str, Value)> {
         "columns": 12,
         "widgets": [
             line("temps", "Stator and rotor", [0, 0, 8, 5], "Motor_01", &["Stator_Temperature", "Rotor_Temperature"],
-                json!({"unit": "°C", "decimals": 1, "thresholds": [{"value": 120.0, "color": "warning"}, {"value": 140.0, "color": "critical"}]})),
+                json!({"unit": "°C", "decimals": 1, "thresholds": thresholds("Stator_Temperature", &[(120.0, "warning")])})),
             single("gauge", "power", "Active power", [8, 0, 4, 5], "Motor_01", "Active_Power", json!({"unit": "kW", "decimals": 1, "min": 0.0, "max": 75.0})),
             line("currents", "Phase currents", [0, 5, 8, 4], "Motor_01", &["Current_L1", "Current_L2", "Current_L3"], json!({"unit": "A", "decimals": 1})),
             json!({"id": "electrical", "type": "table", "title": "Electrical", "x": 8, "y": 5, "w": 4, "h": 4,
@@ -81,7 +132,7 @@ fn dashboards() -> Vec<(&'static str, &'static str, Value)> {
         "widgets": [
             line("air", "Supply and return air", [0, 0, 8, 5], "HVAC_01", &["Supply_Temperature", "Return_Temperature"], json!({"unit": "°C", "decimals": 1})),
             single("stat", "co2", "CO2", [8, 0, 4, 2], "HVAC_01", "CO2_Level",
-                json!({"unit": "ppm", "decimals": 0, "thresholds": [{"value": 1000.0, "color": "warning"}, {"value": 1500.0, "color": "critical"}]})),
+                json!({"unit": "ppm", "decimals": 0, "thresholds": thresholds("CO2_Level", &[])})),
             single("gauge", "humidity", "Humidity", [8, 2, 4, 3], "HVAC_01", "Humidity", json!({"unit": "%", "decimals": 0, "min": 0.0, "max": 100.0})),
             line("fan", "Fan speed", [0, 5, 8, 4], "HVAC_01", &["Fan_Speed"], json!({"unit": "%", "decimals": 0, "min": 0.0, "max": 100.0})),
             single("stat", "filter", "Filter", [8, 5, 4, 2], "HVAC_01", "Filter_Status", json!({"unit": "%", "decimals": 0})),
@@ -110,44 +161,13 @@ fn dashboards() -> Vec<(&'static str, &'static str, Value)> {
 
 /// The demo alert rules (for the data source `ds`).
 fn rules(ds: &str) -> Vec<Value> {
-    let rule = |name: &str, severity: &str, asset: &str, tag: &str, value: f64, secs: i64| {
-        json!({"name": name, "severity": severity, "data_source_id": ds, "asset_id": asset,
-            "condition": {"tag_name": tag, "operator": "gt", "value": value, "duration_seconds": secs}})
-    };
-    vec![
-        rule(
-            "Pump vibration high",
-            "critical",
-            "Pump_01",
-            "Vibration_X",
-            5.0,
-            30,
-        ),
-        rule(
-            "Pump bearing hot",
-            "warning",
-            "Pump_01",
-            "Bearing_Temperature",
-            80.0,
-            60,
-        ),
-        rule(
-            "Motor stator hot",
-            "critical",
-            "Motor_01",
-            "Stator_Temperature",
-            130.0,
-            60,
-        ),
-        rule(
-            "HVAC CO2 high",
-            "warning",
-            "HVAC_01",
-            "CO2_Level",
-            1200.0,
-            120,
-        ),
-    ]
+    RULES
+        .iter()
+        .map(|(name, severity, asset, tag, value, secs)| {
+            json!({"name": name, "severity": severity, "data_source_id": ds, "asset_id": asset,
+                "condition": {"tag_name": tag, "operator": "gt", "value": value, "duration_seconds": secs}})
+        })
+        .collect()
 }
 
 fn parse<T: serde::de::DeserializeOwned>(v: Value) -> AppResult<T> {
@@ -207,5 +227,40 @@ impl App {
             report.created.push(format!("alert rule \"{name}\""));
         }
         Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every widget threshold on a tag a demo rule watches shows the rule's severity from the
+    /// rule's threshold up, and nothing above it disagrees.
+    #[test]
+    fn widgets_and_rules_agree() {
+        for (_, _, layout) in dashboards() {
+            for w in layout["widgets"].as_array().unwrap() {
+                let tags: Vec<&str> = match w["query"]["tags"].as_array() {
+                    Some(t) => t.iter().filter_map(Value::as_str).collect(),
+                    None => w["query"]["tag_name"].as_str().into_iter().collect(),
+                };
+                let Some(list) = w["options"]["thresholds"].as_array() else {
+                    continue;
+                };
+                for (_, severity, _, tag, value, _) in RULES.iter().filter(|r| tags.contains(&r.3))
+                {
+                    let at_rule = list
+                        .iter()
+                        .rfind(|t| t["value"].as_f64().unwrap() <= *value)
+                        .unwrap_or_else(|| panic!("{tag}: no threshold at the rule's {value}"));
+                    assert_eq!(at_rule["value"].as_f64(), Some(*value), "{tag}");
+                    assert_eq!(at_rule["color"], *severity, "{tag}");
+                    assert!(
+                        list.iter().all(|t| t["value"].as_f64().unwrap() <= *value),
+                        "{tag}: a threshold above the rule's disagrees with it: {list:?}"
+                    );
+                }
+            }
+        }
     }
 }

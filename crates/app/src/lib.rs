@@ -23,6 +23,7 @@ pub mod events;
 mod key_cache;
 mod key_ring;
 pub mod licenses;
+mod metrics;
 pub mod notifications;
 pub mod oauth;
 pub mod oauth_apps;

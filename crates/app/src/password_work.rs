@@ -59,6 +59,7 @@ impl PasswordWork {
         let _turn = match tokio::time::timeout(QUEUE_WAIT, self.turns.acquire()).await {
             Ok(Ok(turn)) => turn,
             _ => {
+                metrics::counter!("plantd_password_checks_refused_total").increment(1);
                 return Err(AppError::LimitReached {
                     message: "too many password checks are under way; retry in 1 s".into(),
                     retry_after: 1,

@@ -191,6 +191,13 @@ impl App {
         if let Some(t) = trail {
             t.committed();
         }
+        let door = match caller.credential {
+            crate::caller::Credential::Connector { .. } => "connector",
+            _ => "api",
+        };
+        metrics::counter!("plantd_ingest_batches_total", "door" => door).increment(1);
+        metrics::counter!("plantd_ingest_points_total", "door" => door)
+            .increment(stored.accepted as u64);
         Ok(stored)
     }
 

@@ -255,7 +255,7 @@ async fn browser_rows(
     python: &str,
 ) -> Result<()> {
     let addr = &server.addr;
-    let out = Command::new(&o.plantd)
+    let out = Command::new(&o.plantd_path)
         .args(["users", "create", "--email", BENCH_USER.0, "--password"])
         .arg(BENCH_USER.1)
         .args(["--role", "owner"])

@@ -11,74 +11,101 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The suites.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Suite {
+    /// Authenticated list requests (rate limits and audit on).
+    Api,
+    /// Access tokens against API keys, client-credentials grants.
+    Identity,
+    /// The web console in a real browser and its live updates.
+    Console,
+    /// Ingest, aggregates, latest values and the live stream.
+    Telemetry,
+    /// The simulation server's OPC UA subscription.
+    Sim,
+    /// Points a connector stores (OPC UA, Modbus, MQTT).
+    Connectors,
+    /// Ingest-to-alert latency under load.
+    Alerts,
+    /// License validations per second.
+    Licenses,
+}
+
+/// Benchmarks of plantd that print tables, each running the release server as a separate
+/// process beside its load generator (docs/benchmarks.md).
+#[derive(clap::Parser, Debug)]
+#[command(name = "plantd-bench", version)]
 pub(crate) struct Options {
-    pub(crate) suite: String,
+    /// Which benchmark to run.
+    #[arg(value_enum)]
+    pub(crate) suite: Suite,
     /// Points of the one series the aggregation benchmark reads.
+    #[arg(long, default_value_t = 10_000_000)]
     pub(crate) points: u64,
+    /// Seconds per row.
+    #[arg(long = "duration", default_value = "10", value_parser = parse_secs)]
     pub(crate) duration: Duration,
-    /// Client connections; `None`: each suite's default (api 16, telemetry 4).
+    /// Client connections [default: each suite's own: api 16, telemetry 4].
+    #[arg(long)]
     pub(crate) connections: Option<usize>,
-    pub(crate) postgres_url: Option<String>,
+    /// The PostgreSQL server for the PostgreSQL rows.
+    #[arg(
+        long = "postgres-url",
+        env = "PLANTD_BENCH_POSTGRES_URL",
+        default_value = "postgres://postgres@127.0.0.1:5432/test",
+        conflicts_with = "no_postgres"
+    )]
+    postgres: String,
+    /// Skip the PostgreSQL rows.
+    #[arg(long)]
+    no_postgres: bool,
     /// Skip SQLite (measure PostgreSQL only).
+    #[arg(long)]
     pub(crate) no_sqlite: bool,
     /// Telemetry: only the ingest rows.
+    #[arg(long)]
     pub(crate) ingest_only: bool,
-    pub(crate) plantd: PathBuf,
-    /// Connectors: the MQTT broker for the MQTT row (none: skipped).
+    /// The plantd binary to measure [default: the one beside plantd-bench].
+    #[arg(long)]
+    plantd: Option<PathBuf>,
+    /// Connectors: the MQTT broker of the MQTT row.
+    #[arg(
+        long = "mqtt-url",
+        env = "PLANTD_BENCH_MQTT_URL",
+        default_value = "mqtt://127.0.0.1:1883",
+        conflicts_with = "no_mqtt"
+    )]
+    mqtt: String,
+    /// Connectors: skip the MQTT row.
+    #[arg(long)]
+    no_mqtt: bool,
+    #[arg(skip)]
+    pub(crate) postgres_url: Option<String>,
+    #[arg(skip)]
     pub(crate) mqtt_url: Option<String>,
+    #[arg(skip)]
+    pub(crate) plantd_path: PathBuf,
+}
+
+fn parse_secs(s: &str) -> std::result::Result<Duration, String> {
+    s.parse::<u64>()
+        .map(Duration::from_secs)
+        .map_err(|_| format!("'{s}' is not a whole number of seconds"))
 }
 
 pub(crate) fn options() -> Result<Options> {
-    let mut args = std::env::args().skip(1);
-    let mut o = Options {
-        suite: String::new(),
-        points: 10_000_000,
-        duration: Duration::from_secs(10),
-        connections: None,
-        postgres_url: std::env::var("PLANTD_BENCH_POSTGRES_URL")
-            .ok()
-            .or(Some("postgres://postgres@127.0.0.1:5432/test".into())),
-        plantd: std::env::current_exe()?.with_file_name("plantd"),
-        no_sqlite: false,
-        ingest_only: false,
-        mqtt_url: Some(
-            std::env::var("PLANTD_BENCH_MQTT_URL").unwrap_or("mqtt://127.0.0.1:1883".into()),
-        ),
+    let mut o = <Options as clap::Parser>::parse();
+    o.postgres_url = (!o.no_postgres).then(|| o.postgres.clone());
+    o.mqtt_url = (!o.no_mqtt).then(|| o.mqtt.clone());
+    o.plantd_path = match &o.plantd {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()?.with_file_name("plantd"),
     };
-    let mut suite = None;
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--duration" => {
-                o.duration = Duration::from_secs(args.next().context("--duration N")?.parse()?)
-            }
-            "--connections" => {
-                o.connections = Some(args.next().context("--connections N")?.parse()?)
-            }
-            "--postgres-url" => o.postgres_url = Some(args.next().context("--postgres-url URL")?),
-            "--no-postgres" => o.postgres_url = None,
-            "--mqtt-url" => o.mqtt_url = Some(args.next().context("--mqtt-url URL")?),
-            "--no-mqtt" => o.mqtt_url = None,
-            "--no-sqlite" => o.no_sqlite = true,
-            "--ingest-only" => o.ingest_only = true,
-            "--plantd" => o.plantd = args.next().context("--plantd PATH")?.into(),
-            "api" | "identity" | "console" | "telemetry" | "sim" | "connectors" | "alerts"
-            | "licenses" => suite = Some(a),
-            "--points" => o.points = args.next().context("--points N")?.parse()?,
-            other => bail!(
-                "unknown argument {other}; usage: plantd-bench api [--duration S] [--connections N] [--postgres-url URL | --no-postgres] [--no-sqlite] [--ingest-only] [--plantd PATH]"
-            ),
-        }
-    }
-    let Some(suite) = suite else {
-        bail!(
-            "usage: plantd-bench api|identity|console|telemetry|sim|connectors|alerts|licenses [--duration S] [--connections N] [--points N] [--postgres-url URL | --no-postgres]"
-        );
-    };
-    o.suite = suite;
-    if !o.plantd.exists() {
+    if !o.plantd_path.exists() {
         bail!(
             "{} not found: build it with `cargo build --release -p plantd`",
-            o.plantd.display()
+            o.plantd_path.display()
         );
     }
     Ok(o)
@@ -119,7 +146,7 @@ pub(crate) fn start_server(o: &Options, database_url: Option<&str>) -> Result<(S
     if let Some(url) = database_url {
         storage.extend(["--database-url".into(), url.into()]);
     }
-    let mut child = Command::new(&o.plantd)
+    let mut child = Command::new(&o.plantd_path)
         .args(["serve", "--listen", "127.0.0.1:0"])
         .args(&storage)
         .env("PLANTD_LOG", "warn,sqlx::query=error,opcua_client=off")
@@ -139,7 +166,7 @@ pub(crate) fn start_server(o: &Options, database_url: Option<&str>) -> Result<(S
     if addr.is_empty() {
         bail!("plantd serve did not start");
     }
-    let out = Command::new(&o.plantd)
+    let out = Command::new(&o.plantd_path)
         .args(["keys", "create", "--name", "bench", "--scopes", "admin"])
         .args(&storage)
         .output()?;
@@ -453,4 +480,13 @@ pub(crate) fn create_postgres_db(url: &str) -> Result<String> {
     }
     let base = url.rsplit_once('/').map_or(url, |(b, _)| b);
     Ok(format!("{base}/{name}"))
+}
+
+#[cfg(test)]
+mod tests {
+    /// The command line is well formed (`--help` and every flag parse).
+    #[test]
+    fn the_command_line_is_well_formed() {
+        <super::Options as clap::CommandFactory>::command().debug_assert();
+    }
 }

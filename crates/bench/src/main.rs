@@ -13,18 +13,19 @@ mod sim;
 mod telemetry;
 
 use anyhow::Result;
+use harness::Suite;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 1)]
 async fn main() -> Result<()> {
     let o = harness::options()?;
-    match o.suite.as_str() {
-        "identity" => identity::run(&o).await,
-        "console" => console::run(&o).await,
-        "telemetry" => telemetry::run(&o).await,
-        "sim" => sim::run(&o).await,
-        "connectors" => connectors::run(&o).await,
-        "alerts" => alerts::run(&o).await,
-        "licenses" => licenses::run(&o).await,
-        _ => api::run(&o).await,
+    match o.suite {
+        Suite::Identity => identity::run(&o).await,
+        Suite::Console => console::run(&o).await,
+        Suite::Telemetry => telemetry::run(&o).await,
+        Suite::Sim => sim::run(&o).await,
+        Suite::Connectors => connectors::run(&o).await,
+        Suite::Alerts => alerts::run(&o).await,
+        Suite::Licenses => licenses::run(&o).await,
+        Suite::Api => api::run(&o).await,
     }
 }

@@ -72,7 +72,7 @@ impl SimProcess {
         std::fs::create_dir_all(&dir)?;
         let config_path = dir.join("sim.yaml");
         std::fs::write(&config_path, config_text)?;
-        let mut child = Command::new(&o.plantd)
+        let mut child = Command::new(&o.plantd_path)
             .args([
                 "sim",
                 "start",

@@ -47,7 +47,7 @@ pub(crate) fn body(asset: &str, first_ts: i64, step: i64, n: usize) -> Bytes {
 pub(crate) fn create_keys(o: &Options, server: &Server, n: usize) -> Result<Vec<String>> {
     (0..n)
         .map(|i| {
-            let out = Command::new(&o.plantd)
+            let out = Command::new(&o.plantd_path)
                 .args([
                     "keys",
                     "create",

@@ -110,8 +110,6 @@ impl Drop for Connected {
 async fn connect(c: &OpcuaConfig, pki_dir: &Path) -> Result<Connected, String> {
     let url = parse_url(&c.endpoint).map_err(|e| format!("endpoint {e}"))?;
     let addr = host_port(&url.host, url.port.unwrap_or(4840));
-    // The library's own messages for these are vague; the network's are not.
-    drop(dial(&url.host, url.port.unwrap_or(4840), STEP_TIMEOUT).await?);
     let policy = SecurityPolicy::from_str(&c.security_policy).unwrap_or(SecurityPolicy::Unknown);
     let mode = MessageSecurityMode::from(c.security_mode.as_str());
     let mut client = client(pki_dir).await?;
@@ -119,9 +117,29 @@ async fn connect(c: &OpcuaConfig, pki_dir: &Path) -> Result<Connected, String> {
         STEP_TIMEOUT,
         client.get_server_endpoints_from_url(c.endpoint.as_str()),
     )
-    .await
-    .map_err(|_| format!("{addr} accepted the connection but sent no OPC UA endpoints within {} s (is it an OPC UA server?)", STEP_TIMEOUT.as_secs()))?
-    .map_err(|e| format!("cannot read the endpoints of {}: {}", c.endpoint, describe(e.status())))?;
+    .await;
+    // The library's own messages for the network are vague; the network's are not: after a
+    // failure (only then, so a server never sees a connection closed before it spoke), dial to
+    // say what failed.
+    let dial_failure = || dial(&url.host, url.port.unwrap_or(4840), STEP_TIMEOUT);
+    let endpoints = match endpoints {
+        Ok(Ok(endpoints)) => endpoints,
+        Ok(Err(e)) => {
+            dial_failure().await?;
+            return Err(format!(
+                "cannot read the endpoints of {}: {}",
+                c.endpoint,
+                describe(e.status())
+            ));
+        }
+        Err(_) => {
+            dial_failure().await?;
+            return Err(format!(
+                "{addr} accepted the connection but sent no OPC UA endpoints within {} s (is it an OPC UA server?)",
+                STEP_TIMEOUT.as_secs()
+            ));
+        }
+    };
     let Some(endpoint) = Client::find_matching_endpoint(&endpoints, &c.endpoint, policy, mode)
     else {
         let offered: Vec<String> = endpoints

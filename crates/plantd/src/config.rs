@@ -23,6 +23,11 @@ pub struct FileConfig {
     pub anonymous_requests_per_minute: Option<u64>,
     /// Calls per minute of one license key (activate, validate, deactivate).
     pub license_key_requests_per_minute: Option<u64>,
+    /// Password checks (Argon2id, ~19 MiB each) at once [default: the machine's cores].
+    pub password_checks_at_once: Option<usize>,
+    /// The bearer token of `GET /metrics` for clients not on this host (also
+    /// `PLANTD_METRICS_TOKEN`, which wins); without it only loopback clients may scrape.
+    pub metrics_token: Option<String>,
     pub telemetry: Option<TelemetryConfig>,
     /// The SMTP relay of alert, invitation and password-reset emails.
     pub smtp: Option<plantd_alerts::channels::SmtpConfig>,
@@ -139,6 +144,13 @@ impl ServeConfig {
             license_key_per_minute: file
                 .license_key_requests_per_minute
                 .unwrap_or(defaults.license_key_per_minute),
+            password_checks_at_once: file
+                .password_checks_at_once
+                .unwrap_or(defaults.password_checks_at_once),
+            metrics_token: std::env::var("PLANTD_METRICS_TOKEN")
+                .ok()
+                .filter(|t| !t.is_empty())
+                .or(file.metrics_token),
             key_cache_ttl: defaults.key_cache_ttl,
             usage_flush_interval: Duration::from_secs(5),
             retention,

@@ -4,6 +4,7 @@
 
 mod config;
 mod license;
+mod server;
 mod signals;
 mod sim;
 
@@ -24,6 +25,10 @@ use config::{FileConfig, ServeConfig, StorageConfig};
     about = "Open industrial monitoring platform"
 )]
 struct Cli {
+    /// Log level of the server's log on stderr (error, warn, info, debug, trace, or a filter
+    /// such as `info,opcua_client=off`) [default: warn; RUST_LOG and PLANTD_LOG win].
+    #[arg(long, global = true, value_name = "LEVEL")]
+    log_level: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -212,12 +217,14 @@ fn redact(url: &str) -> String {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
+    let log_level = cli.log_level;
+    let init_logging = || server::init_logging(log_level.as_deref());
     match cli.command {
         Command::Serve { listen, storage } => {
             init_logging();
             let (file, storage_cfg, store) = open_store(&storage).await?;
             let cfg = ServeConfig::resolve(file, listen, storage_cfg)?;
-            serve(cfg, store, None).await
+            server::serve(cfg, store, None).await
         }
         Command::Up {
             listen,
@@ -228,10 +235,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             init_logging();
             let (file, storage_cfg, store) = open_store(&storage).await?;
             let cfg = ServeConfig::resolve(file, listen, storage_cfg)?;
-            serve(
+            server::serve(
                 cfg,
                 store,
-                Some(Demo {
+                Some(server::Demo {
                     run_simulator: !no_sim,
                     sim_port,
                 }),
@@ -298,205 +305,6 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
     }
-}
-
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("PLANTD_LOG")
-        // The OPC UA client library logs every failed connection attempt as an error; the
-        // connectors report those in the source's last_error and log them at info.
-        .unwrap_or_else(|_| {
-            tracing_subscriber::EnvFilter::new("info,sqlx::query=error,opcua_client=off")
-        });
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
-}
-
-/// Holds `<database file>.lock` for the life of the server: one server per SQLite database.
-/// Several servers on one file would each run connectors and count limits of their own, and
-/// the data source cache relies on this server making every data source write.
-fn lock_sqlite(database_url: &str) -> anyhow::Result<Option<std::fs::File>> {
-    let Some(db) = plantd_store::sqlite_file(database_url) else {
-        return Ok(None);
-    };
-    let path = PathBuf::from(format!("{}.lock", db.display()));
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .with_context(|| format!("cannot open the lock file {}", path.display()))?;
-    match file.try_lock() {
-        Ok(()) => Ok(Some(file)),
-        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
-            "another plantd server is already using {} (it holds {}); stop it first or use another --data-dir",
-            db.display(),
-            path.display()
-        ),
-        Err(std::fs::TryLockError::Error(e)) => {
-            Err(e).with_context(|| format!("cannot lock {}", path.display()))
-        }
-    }
-}
-
-/// What `plantd up` adds to `plantd serve`: the simulator in this process and the demo plant.
-struct Demo {
-    run_simulator: bool,
-    sim_port: u16,
-}
-
-/// Completes when `stop` turns true (the shutdown signal, shared by the servers of one process).
-async fn stopped(mut stop: tokio::sync::watch::Receiver<bool>) {
-    let _ = stop.wait_for(|s| *s).await;
-}
-
-/// Starts the simulator in this process (default plant, OPC UA only) on `port`.
-async fn start_simulator(
-    port: u16,
-    data_dir: &std::path::Path,
-    stop: tokio::sync::watch::Receiver<bool>,
-) -> anyhow::Result<tokio::task::JoinHandle<Result<(), String>>> {
-    // Refuse a busy port now rather than from inside the task.
-    drop(
-        tokio::net::TcpListener::bind(("127.0.0.1", port))
-            .await
-            .with_context(|| {
-                format!("the simulator's OPC UA port {port} is in use; pass --sim-port PORT, or --no-sim to use the simulator already running there")
-            })?,
-    );
-    let options = plantd_sim::server::Options {
-        host: "127.0.0.1".into(),
-        opcua_port: port,
-        api_port: 0,
-        modbus_port: None,
-        seed: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64),
-        pki_dir: data_dir.join("pki-sim"),
-    };
-    Ok(tokio::spawn(async move {
-        let result = plantd_sim::server::run(
-            plantd_sim::SimConfig::default_plant(),
-            options,
-            stopped(stop),
-        )
-        .await;
-        if let Err(e) = &result {
-            tracing::error!(error = %e, "the simulator stopped");
-        }
-        result
-    }))
-}
-
-async fn serve(
-    cfg: ServeConfig,
-    store: plantd_store::Store,
-    demo: Option<Demo>,
-) -> anyhow::Result<()> {
-    let _lock = lock_sqlite(&cfg.storage.database_url)?;
-    let listener = tokio::net::TcpListener::bind(cfg.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", cfg.listen))?;
-    let addr = listener.local_addr()?;
-    let (stop_tx, stop) = tokio::sync::watch::channel(false);
-    tokio::spawn(async move {
-        signals::shutdown().await;
-        let _ = stop_tx.send(true);
-    });
-    let mut demo = demo;
-    if let Some(d) = demo.as_mut().filter(|d| d.run_simulator && d.sim_port == 0) {
-        // Port 0: a free port, chosen here because the demo data source must name it.
-        d.sim_port = tokio::net::TcpListener::bind(("127.0.0.1", 0))
-            .await?
-            .local_addr()?
-            .port();
-    }
-    let simulator = match &demo {
-        Some(d) if d.run_simulator => {
-            Some(start_simulator(d.sim_port, &cfg.storage.data_dir, stop.clone()).await?)
-        }
-        _ => None,
-    };
-    let org_name = if demo.is_some() {
-        "Demo plant"
-    } else {
-        "Default"
-    };
-    let first = operator::first_start(&store, org_name).await?;
-    // The one application of this process: the demo is seeded through it, then it is served.
-    let app = plantd_app::App::new(store.clone(), cfg.api.clone().listening_on(addr));
-    println!(
-        "plantd {} listening on http://{addr}",
-        env!("CARGO_PKG_VERSION")
-    );
-    println!("web console: http://{addr}/");
-    println!("API docs: http://{addr}/v1/docs");
-    println!("data directory: {}", cfg.storage.data_dir.display());
-    println!(
-        "database: {} ({})",
-        redact(&cfg.storage.database_url),
-        store.backend().as_str()
-    );
-    if let Some(d) = &demo {
-        let org = store
-            .first_org()
-            .await?
-            .context("the database has no organization")?;
-        let endpoint = format!("opc.tcp://127.0.0.1:{}/", d.sim_port);
-        let report = app
-            .seed_demo(&org.id, &endpoint)
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot create the demo plant: {e}"))?;
-        if report.created.is_empty() {
-            println!(
-                "demo plant in \"{}\": already set up (data source, dashboards, alert rules)",
-                org.name
-            );
-        } else {
-            println!(
-                "demo plant in \"{}\": created {}",
-                org.name,
-                report.created.join(", ")
-            );
-        }
-        println!(
-            "simulator: {endpoint}{}",
-            if d.run_simulator {
-                " (in this process)"
-            } else {
-                " (not started here: --no-sim)"
-            }
-        );
-    }
-    match first {
-        Some(first) => {
-            println!(
-                "first start: created organization \"{}\" ({})",
-                first.org.name, first.org.id
-            );
-            println!("  login email:    {}", first.email);
-            println!("  login password: {}", first.password);
-            println!(
-                "  (shown once; create an API key with: plantd keys create --name me --scopes admin)"
-            );
-        }
-        None if demo.is_some() => println!(
-            "log in as {} with the password printed at the first start",
-            operator::FIRST_ADMIN_EMAIL
-        ),
-        None => {}
-    }
-    tracing::info!(%addr, "serving");
-    plantd_api::serve(listener, app, stopped(stop)).await?;
-    store.close().await;
-    if let Some(sim) = simulator
-        && let Err(e) = sim.await
-    {
-        tracing::warn!(error = %e, "the simulator task failed");
-    }
-    tracing::info!("stopped");
-    Ok(())
 }
 
 #[cfg(test)]

@@ -130,6 +130,7 @@ pub async fn run(command: SimCommand) -> anyhow::Result<()> {
                 modbus_port: Some(modbus_port),
                 seed: seed.unwrap_or_else(rand_seed),
                 pki_dir: pki_dir.unwrap_or_else(|| PathBuf::from("pki-sim")),
+                ready: None,
             };
             plantd_sim::server::run(config, options, crate::signals::shutdown())
                 .await

@@ -57,8 +57,9 @@ pub fn build(
         .port(port)
         .pki_dir(pki_dir)
         .create_sample_keypair(true)
-        // A simulator: clients' certificates are trusted as they come.
-        .trust_client_certs(true)
+        // A simulator with security: clients' certificates are trusted as they come (without
+        // security none are exchanged, and nothing needs trusting).
+        .trust_client_certs(config.security_mode != SecurityMode::None)
         .diagnostics_enabled(true)
         .max_sessions(config.max_sessions as usize)
         // A publish response to a subscription of many thousand items is large (the library's

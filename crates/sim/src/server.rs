@@ -19,6 +19,16 @@ pub struct Options {
     /// Where the server's certificate is created on first start (and trusted client
     /// certificates are kept).
     pub pki_dir: PathBuf,
+    /// Who is told where the server listens once it does: `None` prints it (a server of its
+    /// own); a process that embeds the simulator (`plantd up`) says it in its own words.
+    pub ready: Option<tokio::sync::oneshot::Sender<Ready>>,
+}
+
+/// Where a started simulation server listens.
+#[derive(Clone, Copy, Debug)]
+pub struct Ready {
+    pub opcua_port: u16,
+    pub api_port: u16,
 }
 
 /// How often the simulation advances and changed values are served.
@@ -107,28 +117,38 @@ pub async fn run(
         let s = state.lock().status();
         (s.variables, s.assets)
     };
-    println!(
-        "plantd simulation server: {assets} assets, {variables} variables, seed {}",
-        options.seed
-    );
-    println!(
-        "OPC UA endpoint: opc.tcp://{}:{opcua_port}/ (security {:?}; namespace {} = index {ns}; variables under Objects/Simulation/<asset_id>, node ids ns={ns};s=<asset_id>.<Variable>)",
-        options.host,
-        config.security_mode,
-        crate::opcua::NAMESPACE_URI
-    );
-    if let Some((port, map, _)) = &modbus {
-        println!(
-            "Modbus TCP: {}:{port} (any unit id; numeric variables as float32, high word first, in input and holding registers; flags as coils and discrete inputs; asset i starts at {} * i; read-only)",
-            options.host,
-            crate::modbus::ASSET_STRIDE
-        );
-        for line in map.describe() {
-            println!("  {line}");
+    match options.ready {
+        Some(ready) => {
+            let _ = ready.send(Ready {
+                opcua_port,
+                api_port,
+            });
+        }
+        None => {
+            println!(
+                "plantd simulation server: {assets} assets, {variables} variables, seed {}",
+                options.seed
+            );
+            println!(
+                "OPC UA endpoint: opc.tcp://{}:{opcua_port}/ (security {:?}; namespace {} = index {ns}; variables under Objects/Simulation/<asset_id>, node ids ns={ns};s=<asset_id>.<Variable>)",
+                options.host,
+                config.security_mode,
+                crate::opcua::NAMESPACE_URI
+            );
+            if let Some((port, map, _)) = &modbus {
+                println!(
+                    "Modbus TCP: {}:{port} (any unit id; numeric variables as float32, high word first, in input and holding registers; flags as coils and discrete inputs; asset i starts at {} * i; read-only)",
+                    options.host,
+                    crate::modbus::ASSET_STRIDE
+                );
+                for line in map.describe() {
+                    println!("  {line}");
+                }
+            }
+            println!("control API: http://{}:{api_port}/api/status", options.host);
+            println!("certificates: {}", options.pki_dir.display());
         }
     }
-    println!("control API: http://{}:{api_port}/api/status", options.host);
-    println!("certificates: {}", options.pki_dir.display());
 
     tokio::select! {
         _ = shutdown => {}

@@ -135,6 +135,29 @@ impl Store {
         self.notification_settings(org_id).await
     }
 
+    /// Alert changes in the outbox, not yet handed to webhooks and notifications.
+    pub async fn outbox_depth(&self) -> Result<u64> {
+        let n: i64 = sqlx::query("SELECT COUNT(*) AS n FROM alert_events")
+            .fetch_one(self.pool())
+            .await?
+            .try_get("n")?;
+        Ok(n as u64)
+    }
+
+    /// Webhook deliveries and notifications still to be sent (pending, retries included).
+    pub async fn pending_deliveries(&self) -> Result<(u64, u64)> {
+        let mut counts = [0u64; 2];
+        for (i, table) in ["webhook_deliveries", "notifications"].iter().enumerate() {
+            let sql = format!("SELECT COUNT(*) AS n FROM {table} WHERE status = 'pending'");
+            let n: i64 = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .fetch_one(self.pool())
+                .await?
+                .try_get("n")?;
+            counts[i] = n as u64;
+        }
+        Ok((counts[0], counts[1]))
+    }
+
     /// The oldest alert events not dispatched yet.
     pub async fn pending_alert_events(&self, limit: i64) -> Result<Vec<AlertEvent>> {
         let rows = sqlx::query("SELECT * FROM alert_events ORDER BY created_at, id LIMIT $1")

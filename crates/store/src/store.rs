@@ -119,6 +119,11 @@ impl Store {
     }
 
     /// Round trip to the database, for health reporting.
+    /// Connections of the read pool: (open, idle).
+    pub fn pool_use(&self) -> (u32, usize) {
+        (self.pool().size(), self.pool().num_idle())
+    }
+
     pub async fn ping(&self) -> Result<Duration> {
         let started = std::time::Instant::now();
         sqlx::query("SELECT 1").execute(self.pool()).await?;

@@ -50,6 +50,15 @@ fn stored(r: &sqlx::any::AnyRow) -> Result<StoredBlock> {
     })
 }
 
+/// Head blocks not yet sealed (counted over the head's partial index).
+pub(crate) async fn unsealed(pool: &sqlx::AnyPool) -> Result<u64> {
+    let n: i64 = sqlx::query("SELECT COUNT(*) AS n FROM telemetry_block WHERE sealed = 0")
+        .fetch_one(pool)
+        .await?
+        .try_get("n")?;
+    Ok(n as u64)
+}
+
 /// The blocks of `series` holding a point in `[lo, hi]` (both inclusive), by time.
 pub(crate) async fn overlapping(
     conn: &mut AnyConnection,

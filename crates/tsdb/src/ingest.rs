@@ -114,6 +114,13 @@ const QUEUE: usize = 256;
 /// The writer's queue, started with the first batch.
 pub(crate) type Writer = std::sync::OnceLock<tokio::sync::mpsc::Sender<Job>>;
 
+/// Batches waiting for the writer.
+pub(crate) fn queued(writer: &Writer) -> usize {
+    writer
+        .get()
+        .map_or(0, |tx| tx.max_capacity() - tx.capacity())
+}
+
 /// Queues a validated batch for the writer and waits until it is durable (see `Tsdb::ingest`).
 pub(crate) async fn submit(
     shared: &Arc<Shared>,

@@ -65,6 +65,16 @@ impl Tsdb {
         crate::seal::seal_pending(&self.shared.store, now.millis()).await
     }
 
+    /// Batches waiting for the group-commit writer.
+    pub fn queued_batches(&self) -> usize {
+        ingest::queued(&self.writer)
+    }
+
+    /// Head blocks not yet sealed (compressed) into their window's block: the sealer's backlog.
+    pub async fn unsealed_blocks(&self) -> Result<u64> {
+        crate::blocks::unsealed(self.shared.store.pool()).await
+    }
+
     pub fn retention(&self) -> &Retention {
         &self.shared.retention
     }

@@ -347,3 +347,139 @@ async fn up_starts_a_live_demo_plant_once() {
     assert!(second.stop("INT").success());
     let _ = std::fs::remove_dir_all(&data_dir);
 }
+
+/// Every command and subcommand answers `--help` with its usage.
+#[test]
+fn every_command_answers_help() {
+    for args in [
+        vec![],
+        vec!["up"],
+        vec!["serve"],
+        vec!["keys"],
+        vec!["keys", "create"],
+        vec!["keys", "rotate-signing"],
+        vec!["orgs", "create"],
+        vec!["users", "create"],
+        vec!["license", "verify"],
+        vec!["sim"],
+        vec!["sim", "start"],
+        vec!["sim", "scenario", "enable"],
+        vec!["sim", "status"],
+    ] {
+        let out = std::process::Command::new(BIN)
+            .args(&args)
+            .arg("--help")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{args:?}: {text}");
+        assert!(text.contains("Usage: plantd"), "{args:?}: {text}");
+    }
+}
+
+/// A healthy first start of `plantd up` logs nothing (default logging): the welcome stands
+/// alone and last, while the demo source connects and data flows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_healthy_first_start_ends_with_the_welcome() {
+    use std::io::{BufRead, BufReader, Read};
+    let dir = plantd_test_support::temp_dir("up-quiet");
+    let mut child = std::process::Command::new(BIN)
+        .args([
+            "up",
+            "--listen",
+            "127.0.0.1:0",
+            "--sim-port",
+            "0",
+            "--data-dir",
+        ])
+        .arg(&dir)
+        .env_remove("PLANTD_LOG")
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut welcome = Vec::new();
+    loop {
+        let mut line = String::new();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "{welcome:?}");
+        let line = line.trim_end().to_string();
+        let last = line.starts_with("stop: Ctrl-C");
+        welcome.push(line);
+        if last {
+            break;
+        }
+    }
+    let after = |marker: &str| {
+        welcome
+            .iter()
+            .find_map(|l| l.split_once(marker).map(|(_, v)| v.trim().to_string()))
+            .unwrap_or_else(|| panic!("{marker} in {welcome:?}"))
+    };
+    let base = after("listening on ");
+    let password = after("login password: ");
+    let control = after("--api-url ");
+    assert!(
+        welcome.iter().any(|l| l.contains("bearing_failure")),
+        "{welcome:?}"
+    );
+    let client = plantd_test_support::client();
+    let token = client
+        .post(format!("{base}/v1/auth/login"))
+        .json(&serde_json::json!({"email": "admin@localhost", "password": password}))
+        .send()
+        .await
+        .unwrap()
+        .json::<serde_json::Value>()
+        .await
+        .unwrap()["data"]["session_token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    plantd_test_support::wait_for("live values from the simulator", 60, || async {
+        let latest: serde_json::Value = client
+            .get(format!("{base}/v1/telemetry/latest?asset_id=Pump_01"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        latest["data"]
+            .as_array()
+            .filter(|a| a.len() > 5)
+            .map(|_| ())
+    })
+    .await;
+    let status: serde_json::Value = client
+        .get(format!("{control}/api/status"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        status["data"]["sessions"].as_u64().unwrap_or(0) >= 1,
+        "{status}"
+    );
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let _ = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    assert!(child.wait().unwrap().success());
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    let mut logged = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut logged)
+        .unwrap();
+    assert_eq!(rest, "", "nothing is printed after the welcome");
+    assert_eq!(logged, "", "nothing is logged in a healthy start");
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -15,6 +15,7 @@ mod dashboards;
 mod data_sources;
 mod identity;
 mod licenses;
+mod metrics;
 mod oauth;
 mod orgs_users_audit;
 mod rate_limits;
