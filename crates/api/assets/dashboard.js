@@ -149,15 +149,26 @@
     return hit && hit.level ? hit : null;
   }
   const colorOf = (t) => t.level === 'custom' ? t.color : palette[t.level];
-  function updateLatest(key, value, t, quality) {
-    const rec = state.latest.get(key); if (!rec) state.latest.set(key, { value: value, t: t, quality: quality, interval: 0 });
+  // `server`: what GET /v1/telemetry/latest said of the value (whether its source still confirms it, and
+  // since when); a point from the stream confirms it by itself.
+  function updateLatest(key, value, t, quality, server) {
+    let rec = state.latest.get(key);
+    if (!rec) { rec = { value: value, t: t, quality: quality, interval: 0 }; state.latest.set(key, rec); }
     else if (t >= rec.t) {                              // the greatest timestamp wins; the interval is a moving average
       if (t > rec.t) rec.interval = rec.interval ? 0.7 * rec.interval + 0.3 * (t - rec.t) : t - rec.t;
       Object.assign(rec, { value: value, t: t, quality: quality });
     }
+    if (server) Object.assign(rec, { serverStale: server.stale, confirmed: server.confirmed, answeredAt: Date.now() });
+    else if (rec.answeredAt && t >= rec.t) Object.assign(rec, { serverStale: quality !== 'good', confirmed: Math.max(rec.confirmed || 0, t), answeredAt: Date.now() });
   }
+  // A value is stale when its source stopped confirming it (the server's `stale`, asked every 10 s; an OPC UA
+  // value that does not change stays fresh while the subscription is alive). Without the server's word yet,
+  // or when it has not answered for 30 s, the age of the last point against its update interval decides.
   function staleness(rec) {
     if (!rec) return { stale: false, age: 0 };
+    if (rec.answeredAt && Date.now() - rec.answeredAt < 30000) {
+      return { stale: !!rec.serverStale, age: Math.max(0, Date.now() - (rec.confirmed || rec.t)) };
+    }
     const age = Math.max(0, Date.now() - rec.t);
     return { stale: age > (rec.interval ? Math.max(3 * rec.interval, 5000) : DEFAULT_EXPECT_MS), age: age };
   }
@@ -592,17 +603,20 @@
       undrawn = [];
     }
   }
-  async function loadLatest() {                         // one request per asset for its stats, gauges and tables
+  async function loadLatest() {                         // one request per asset: values and their sources' confirmations
     const byAsset = new Map();
     for (const w of state.widgets) {
-      if (!w.asset || !(w.kind === 'stat' || w.kind === 'gauge' || w.kind === 'table')) continue;
+      if (!w.asset || !(w.kind === 'stat' || w.kind === 'gauge' || w.kind === 'table' || w.kind === 'line_chart')) continue;
       if (!byAsset.has(w.asset)) byAsset.set(w.asset, { tags: new Set(), widgets: [] });
       w.tags.forEach((t) => byAsset.get(w.asset).tags.add(t)); byAsset.get(w.asset).widgets.push(w);
     }
     await Promise.all(Array.from(byAsset.entries()).map(async ([asset, g]) => {
       try {
         const rows = await api('/v1/telemetry/latest?' + new URLSearchParams({ asset_id: asset, tags: Array.from(g.tags).join(',') }));
-        for (const r of rows || []) { const t = Date.parse(r.timestamp); if (isFinite(t)) updateLatest(keyOf(r.asset_id, r.tag_name), r.value, t, r.quality); }
+        for (const r of rows || []) {
+          const t = Date.parse(r.timestamp), c = Date.parse(r.confirmed_at);
+          if (isFinite(t)) updateLatest(keyOf(r.asset_id, r.tag_name), r.value, t, r.quality, { stale: !!r.stale, confirmed: isFinite(c) ? c : t });
+        }
         g.widgets.forEach((w) => { widgetError(w, null); markDirty(w); });
       } catch (e) {
         g.widgets.forEach((w) => widgetError(w, 'latest values: ' + e.message));
@@ -784,6 +798,7 @@
     try {
       document.title = (state.dash.name || 'Dashboard') + ' \u00B7 plantd'; readUrl(); buildToolbar(); buildGrid(); reloadAll();
       connect(); window.addEventListener('popstate', () => { readUrl(); reloadAll(); }); setInterval(tick, 1000);
+      setInterval(() => { if (state.live && !document.hidden) loadLatest(); }, 10000);   // the sources' confirmations
     } catch (e) {
       showError('The dashboard could not be shown: ' + e.message);
     }

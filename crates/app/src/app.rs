@@ -51,8 +51,6 @@ struct Inner {
 
 impl App {
     pub fn new(store: Store, config: AppConfig) -> Self {
-        // The process's metrics recorder, before anything is counted.
-        crate::metrics::recorder();
         let password_threads = config.password_checks_at_once;
         Self {
             inner: Arc::new(Inner {

@@ -2,6 +2,7 @@
 //! and the connectors alike (tier quotas, the durable write, alert evaluation, the live stream),
 //! and the queries.
 
+use plantd_model::data_source::{DataSource, DataSourceStatus, DataSourceType};
 use plantd_model::page::{Page, Paged};
 use plantd_model::telemetry::{
     Aggregation, MAX_DETAILS, Point, Quality, check_point, parse_batch, validate_points,
@@ -127,6 +128,79 @@ pub struct Series {
     pub max: Option<Vec<f64>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub avg: Option<Vec<f64>>,
+}
+
+/// How long a value that came through the API (no source confirms it) stays fresh without a
+/// new point.
+pub const API_STALE_AFTER_MS: i64 = 5 * 60_000;
+/// The longest silence of a polled source before its values are stale, whatever its interval.
+const POLL_STALE_AFTER_MS: i64 = 30_000;
+
+/// A latest value with whether its source still confirms it (docs/api.md, "Latest values").
+#[derive(Clone, Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct Reading {
+    pub tag_name: String,
+    pub value: f64,
+    /// When the value was measured (the point's time).
+    pub timestamp: Timestamp,
+    pub quality: Quality,
+    /// The last time the value's source confirmed it: now while an OPC UA subscription is
+    /// alive (a server sends only changes, and its keep-alives confirm the rest); the point's
+    /// time for polled sources, MQTT topics and points sent through the API.
+    pub confirmed_at: Timestamp,
+    /// The source stopped confirming the value: it is disconnected or disabled, the quality is
+    /// not good, polls or messages stopped (Modbus: 3 poll intervals, at most 30 s unless the
+    /// interval is longer; MQTT: the source's `stale_after_seconds`, default 30), or (API)
+    /// no point came for 5 minutes.
+    pub stale: bool,
+}
+
+impl Reading {
+    /// The value `v` as its `source` confirms it at `now`.
+    fn of(v: LatestValue, source: Option<&DataSource>, now: Timestamp) -> Self {
+        let age = now.millis() - v.timestamp.millis();
+        let good = v.quality == Quality::Good;
+        let (confirmed_at, fresh) = match source {
+            None => (v.timestamp, age <= API_STALE_AFTER_MS),
+            Some(d) if !d.enabled || d.status != DataSourceStatus::Connected => {
+                (v.timestamp, false)
+            }
+            Some(d) => match d.source_type {
+                // The subscription is alive while the source is connected: the keep-alive
+                // fails, and the source turns disconnected, within 15 s of a silent server.
+                DataSourceType::Opcua => (now, true),
+                DataSourceType::Modbus => {
+                    let interval = d
+                        .config
+                        .get("poll_interval_ms")
+                        .and_then(serde_json::Value::as_i64)
+                        .unwrap_or(1000);
+                    // Three missed polls, between 5 and 30 s (longer only for polls slower
+                    // than 30 s: one interval and a second).
+                    let window = (3 * interval)
+                        .clamp(5_000, POLL_STALE_AFTER_MS)
+                        .max(interval + 1_000);
+                    (v.timestamp, age <= window)
+                }
+                DataSourceType::Mqtt => {
+                    let after = d
+                        .config
+                        .get("stale_after_seconds")
+                        .and_then(serde_json::Value::as_i64)
+                        .unwrap_or(30);
+                    (v.timestamp, age <= after * 1000)
+                }
+            },
+        };
+        Reading {
+            tag_name: v.tag_name,
+            value: v.value,
+            timestamp: v.timestamp,
+            quality: v.quality,
+            confirmed_at,
+            stale: !(fresh && good),
+        }
+    }
 }
 
 /// The rate-limit bucket counting an organization's telemetry points.
@@ -493,7 +567,23 @@ impl App {
         org_id: &str,
         asset_id: &str,
         tags: Option<&[String]>,
-    ) -> AppResult<Vec<LatestValue>> {
-        Ok(self.tsdb().latest(org_id, asset_id, tags).await?)
+    ) -> AppResult<Vec<Reading>> {
+        let values = self.tsdb().latest(org_id, asset_id, tags).await?;
+        if values.is_empty() {
+            return Ok(Vec::new());
+        }
+        let linked = self.tsdb().tag_sources(org_id, asset_id).await?;
+        let sources = self.store().org_data_sources(org_id).await?;
+        let now = Timestamp::now();
+        Ok(values
+            .into_iter()
+            .map(|v| {
+                let source = linked
+                    .get(&v.tag_name)
+                    .and_then(Option::as_deref)
+                    .and_then(|id| sources.iter().find(|d| d.id == id));
+                Reading::of(v, source, now)
+            })
+            .collect())
     }
 }

@@ -19,6 +19,8 @@ impl App {
     /// Upgrades telemetry storage in place if the database needs it (progress in the log), reads
     /// what the workers need at start (open alerts) and starts them.
     pub async fn start(&self) -> Workers {
+        // The process's metrics recorder, before anything is counted.
+        crate::metrics::recorder();
         if let Err(e) = self.tsdb().upgrade().await {
             tracing::error!(error = %plantd_model::error_chain(&e), "cannot upgrade telemetry storage; telemetry requests will try again");
         }

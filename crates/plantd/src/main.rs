@@ -200,20 +200,13 @@ async fn open_store(
     let storage = StorageConfig::resolve(&file, args.data_dir.clone(), args.database_url.clone())?;
     let store = plantd_store::Store::connect(&storage.database_url)
         .await
-        .with_context(|| format!("cannot open the database {}", redact(&storage.database_url)))?;
+        .with_context(|| {
+            format!(
+                "cannot open the database {}",
+                server::redact(&storage.database_url)
+            )
+        })?;
     Ok((file, storage, store))
-}
-
-/// A database URL without its password, for messages.
-fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => {
-            let userinfo = &url[s + 3..at];
-            let user = userinfo.split(':').next().unwrap_or_default();
-            format!("{}{}@{}", &url[..s + 3], user, &url[at + 1..])
-        }
-        _ => url.to_string(),
-    }
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -304,17 +297,5 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             println!("{id}");
             Ok(())
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn redacts_passwords() {
-        assert_eq!(
-            super::redact("postgres://u:secret@h/db"),
-            "postgres://u@h/db"
-        );
-        assert_eq!(super::redact("sqlite://x.db"), "sqlite://x.db");
     }
 }

@@ -6,7 +6,7 @@ use anyhow::Context;
 use std::path::PathBuf;
 
 use crate::config::ServeConfig;
-use crate::{redact, signals};
+use crate::signals;
 use plantd_app::operator;
 
 /// The log filter when neither `RUST_LOG`, `PLANTD_LOG` nor `--log-level` says otherwise:
@@ -239,4 +239,28 @@ pub(crate) async fn serve(
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// A database URL without its password, for messages.
+pub(crate) fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let userinfo = &url[s + 3..at];
+            let user = userinfo.split(':').next().unwrap_or_default();
+            format!("{}{}@{}", &url[..s + 3], user, &url[at + 1..])
+        }
+        _ => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn redacts_passwords() {
+        assert_eq!(
+            super::redact("postgres://u:secret@h/db"),
+            "postgres://u@h/db"
+        );
+        assert_eq!(super::redact("sqlite://x.db"), "sqlite://x.db");
+    }
 }

@@ -376,6 +376,24 @@ impl Queries<'_> {
         Ok(mean)
     }
 
+    /// The data source each tag of an asset is linked to, by tag name.
+    pub async fn tag_sources(
+        &self,
+        org_id: &str,
+        asset_id: &str,
+    ) -> Result<HashMap<String, Option<String>>> {
+        let rows = sqlx::query(
+            "SELECT tag_name, data_source_id FROM telemetry_series WHERE org_id = $1 AND asset_id = $2",
+        )
+        .bind(org_id)
+        .bind(asset_id)
+        .fetch_all(self.0)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("tag_name")?, r.try_get("data_source_id")?)))
+            .collect()
+    }
+
     /// Each asset of the organization with its tag names, both in name order.
     pub async fn assets(&self, org_id: &str) -> Result<Vec<(String, Vec<String>)>> {
         let rows = sqlx::query(

@@ -190,6 +190,19 @@ impl Tsdb {
             .await
     }
 
+    /// The data source each tag of an asset is linked to (`None`: points that came through
+    /// the API), by tag name.
+    pub async fn tag_sources(
+        &self,
+        org_id: &str,
+        asset_id: &str,
+    ) -> Result<std::collections::HashMap<String, Option<String>>> {
+        self.upgrade().await?;
+        Queries(self.shared.store.pool())
+            .tag_sources(org_id, asset_id)
+            .await
+    }
+
     /// Whether `latest` answers from memory now (always on SQLite; on PostgreSQL once this node
     /// hears the other nodes' writes). For health reporting and tests.
     pub fn latest_from_memory(&self) -> bool {

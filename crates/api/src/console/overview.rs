@@ -66,10 +66,13 @@ pub(crate) async fn page(
                             thead { tr { th scope="col" { "Tag" } th scope="col" class="num" { "Value" } th scope="col" { "Updated" } } }
                             tbody {
                                 @for v in values {
-                                    tr data-asset=(asset) data-tag=(v.tag_name) {
+                                    tr data-asset=(asset) data-tag=(v.tag_name) class=[v.stale.then_some("stale")] {
                                         th scope="row" { (v.tag_name) }
                                         td class="num value" { (format_value(v.value)) }
-                                        td class="age" { (time(v.timestamp)) }
+                                        td class="age" {
+                                            (time(v.timestamp))
+                                            @if v.stale { " " span class="badge stale" title="its source no longer confirms it" { "◌ stale" } }
+                                        }
                                     }
                                 }
                             }

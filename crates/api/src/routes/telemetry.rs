@@ -9,14 +9,15 @@ use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use plantd_app::access::AuditTrail;
 use plantd_app::telemetry::{
-    AggregatedRow, Batch, IngestBody, RawChunk, RawRow, Series, SeriesRequest, TelemetryFilter,
+    AggregatedRow, Batch, IngestBody, RawChunk, RawRow, Reading, Series, SeriesRequest,
+    TelemetryFilter,
 };
 use plantd_model::FieldError;
 use plantd_model::Scope::{ReadTelemetry, WriteTelemetry};
 use plantd_model::Timestamp;
 use plantd_model::audit::AuditEvent;
 use plantd_model::dashboard::MAX_TAGS_PER_WIDGET;
-use plantd_model::telemetry::{Aggregation, Interval, Quality, check_name};
+use plantd_model::telemetry::{Aggregation, Interval, check_name};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 
@@ -231,10 +232,8 @@ pub struct LatestQuery {
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct LatestRow {
     pub asset_id: String,
-    pub tag_name: String,
-    pub value: f64,
-    pub timestamp: Timestamp,
-    pub quality: Quality,
+    #[serde(flatten)]
+    pub reading: Reading,
 }
 
 /// The latest value of each tag of an asset (of the listed tags when `tags` is given), by tag
@@ -258,12 +257,9 @@ async fn latest(
         .await?;
     let rows: Vec<LatestRow> = values
         .into_iter()
-        .map(|v| LatestRow {
+        .map(|reading| LatestRow {
             asset_id: asset_id.clone(),
-            tag_name: v.tag_name,
-            value: v.value,
-            timestamp: v.timestamp,
-            quality: v.quality,
+            reading,
         })
         .collect();
     Ok(ok(rows))

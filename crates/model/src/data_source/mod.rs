@@ -190,6 +190,7 @@ pub fn validate_config(
             c.optional_name("asset_id");
             c.integer_opt("asset_id_topic_level", 0, 64);
             c.integer_opt("tag_name_topic_level", 0, 64);
+            c.integer("stale_after_seconds", 1, 86_400, Some(30));
         }
     }
     let known = known_keys(source_type);
@@ -246,6 +247,7 @@ fn known_keys(t: DataSourceType) -> &'static [&'static str] {
             "asset_id",
             "asset_id_topic_level",
             "tag_name_topic_level",
+            "stale_after_seconds",
         ],
     }
 }

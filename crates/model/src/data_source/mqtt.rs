@@ -79,6 +79,14 @@ pub struct MqttConfig {
     pub asset_id_topic_level: Option<usize>,
     #[serde(default)]
     pub tag_name_topic_level: Option<usize>,
+    /// A topic's value turns stale when no message confirmed it for this long (MQTT has no
+    /// keep-alive per publisher: a message is the only confirmation).
+    #[serde(default = "thirty")]
+    pub stale_after_seconds: u64,
+}
+
+fn thirty() -> u64 {
+    30
 }
 
 #[cfg(test)]

@@ -1014,3 +1014,66 @@ async fn mqtt_over_tls_with_a_private_certificate_authority() {
     let _ = broker.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A value that does not change (the pump's speed while it runs) stays fresh while its OPC UA
+/// source is connected, long past any age-based rule (its subscription's keep-alives confirm
+/// it), and turns stale once the simulator stops; points sent through the API carry their own
+/// time as `confirmed_at`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_constant_value_stays_fresh_while_its_source_confirms_it() {
+    let sim = start_sim("stale", 0, 0);
+    let endpoint = format!("opc.tcp://127.0.0.1:{}/", sim.opcua_port);
+    let app = spawn_app().await;
+    let id = create_source(
+        &app,
+        json!({"name": "sim", "type": "opcua", "config": {"endpoint": endpoint}}),
+    )
+    .await;
+    wait_status(&app, &id, "connected", 60).await;
+    // The pump starts up first; then its speed holds.
+    let first = wait_for("a steady Motor_Speed", 90, || async {
+        let a = latest(&app, "Pump_01", "Motor_Speed").await?;
+        tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+        let b = latest(&app, "Pump_01", "Motor_Speed").await?;
+        (a["timestamp"] == b["timestamp"]).then_some(b)
+    })
+    .await;
+    assert_eq!(first["stale"], false, "{first}");
+    // Longer than the 30 s after which an unconfirmed value would be stale.
+    tokio::time::sleep(std::time::Duration::from_secs(35)).await;
+    let later = latest(&app, "Pump_01", "Motor_Speed").await.unwrap();
+    assert_eq!(
+        later["value"], first["value"],
+        "the speed is constant: {later}"
+    );
+    assert_eq!(
+        later["timestamp"], first["timestamp"],
+        "no new point: {later}"
+    );
+    assert_eq!(later["stale"], false, "still confirmed: {later}");
+    let confirmed =
+        plantd_model::Timestamp::parse(later["confirmed_at"].as_str().unwrap()).unwrap();
+    assert!(
+        plantd_model::Timestamp::now().millis() - confirmed.millis() < 5_000,
+        "{later}"
+    );
+
+    sim.stop();
+    wait_for("the value to turn stale", 45, || async {
+        let l = latest(&app, "Pump_01", "Motor_Speed").await?;
+        (l["stale"] == true).then_some(())
+    })
+    .await;
+
+    let at = plantd_model::Timestamp::from_millis(plantd_model::Timestamp::now().millis() - 2_000);
+    app.post(
+        "/telemetry",
+        &app.admin_key,
+        json!({"data": [{"asset_id": "Tank_9", "tag_name": "Level", "value": 3.0, "timestamp": at.to_rfc3339()}]}),
+    )
+    .await
+    .expect(200);
+    let api = latest(&app, "Tank_9", "Level").await.unwrap();
+    assert_eq!(api["stale"], false, "{api}");
+    assert_eq!(api["confirmed_at"], api["timestamp"], "{api}");
+}

@@ -436,6 +436,12 @@ async fn invitation_and_password_reset_emails() {
             .await;
         assert_eq!(r.status, 202, "{}", r.text);
     }
+    // The link is mailed in the background (the answer does not wait for the relay).
+    plantd_test_support::wait_for("the reset email", 30, || async {
+        (sink.messages().len() >= 2).then_some(())
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     let mail = sink.messages();
     assert_eq!(mail.len(), 2, "no email to an address without an account");
     let text = mail[1]["data"]
