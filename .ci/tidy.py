@@ -3,7 +3,9 @@
 1. no source file over 800 lines (test files excepted) and a `//!` line atop every file;
 2. no import circle between the files of a crate (`use crate::...`, `super::...` and
    `crate::x::f()` paths; a facade's `mod` and `pub use` lines re-export, they do not depend);
-3. no crate depends on a crate of its own or a higher layer.
+3. no crate depends on a crate of its own or a higher layer;
+4. every declared audit event (`audit_events!` in model/src/audit.rs) is recorded somewhere
+   (named outside its declaration, tests excepted).
 Prints each problem and exits 1 if there is one."""
 
 import re
@@ -219,7 +221,26 @@ def check_layers():
                 )
 
 
+def check_audit_events():
+    decl = ROOT / "crates/model/src/audit.rs"
+    table = re.search(r"audit_events! \{(.*?)\n\}", decl.read_text(), re.S)
+    events = re.findall(r"^\s*(\w+) =>", table.group(1), re.M) if table else []
+    if not events:
+        problems.append(f"{decl.relative_to(ROOT)}: no audit_events! table found")
+    code = "\n".join(
+        f.read_text()
+        for f in ROOT.glob("crates/*/src/**/*.rs")
+        if f != decl and not is_test_file(f)
+    )
+    for e in events:
+        if not re.search(rf"AuditEvent::{e}\b", code):
+            problems.append(
+                f"{decl.relative_to(ROOT)}: the audit event {e} is declared but no code records it"
+            )
+
+
 check_files()
+check_audit_events()
 for crate in sorted(p.parent for p in ROOT.glob("crates/*/Cargo.toml")):
     check_cycles(crate)
 check_layers()
