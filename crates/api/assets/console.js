@@ -404,7 +404,7 @@
       c.appendChild(el('h3', {}, asset));
       const table = el('table', { class: 'list compact' });
       const head = el('tr');
-      head.append(el('th', { scope: 'col' }, 'Tag'), el('th', { scope: 'col', class: 'num' }, 'Value'), el('th', { scope: 'col' }, 'Updated'));
+      head.append(el('th', { scope: 'col' }, 'Tag'), el('th', { scope: 'col', class: 'num' }, 'Value'), el('th', { scope: 'col' }), el('th', { scope: 'col' }, 'Updated'));
       table.append(el('thead'), el('tbody'));
       table.tHead.appendChild(head);
       c.appendChild(table);
@@ -420,7 +420,7 @@
       if (tr) return tr;
       const body = card(asset).querySelector('tbody');
       tr = el('tr', { 'data-asset': asset, 'data-tag': tag });
-      tr.append(el('th', { scope: 'row' }, tag), el('td', { class: 'num value' }), el('td', { class: 'age' }));
+      tr.append(el('th', { scope: 'row' }, tag), el('td', { class: 'num value' }), el('td', { class: 'unit' }), el('td', { class: 'age' }));
       tr.lastChild.appendChild(el('time'));
       const after = [...body.querySelectorAll('tr[data-tag]')].find((x) => x.dataset.tag > tag);
       body.insertBefore(tr, after || null);

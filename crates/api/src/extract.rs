@@ -115,6 +115,20 @@ impl<S: Send + Sync> FromRequestParts<S> for ById {
     }
 }
 
+/// The parameters of a path (`Path<(String, String)>`); a path that cannot be read (not text:
+/// `%FF`) names nothing that exists: `404` in the envelope, never axum's plain-text refusal.
+pub struct PathOf<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for PathOf<T> {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|axum::extract::Path(v)| PathOf(v))
+            .map_err(|e| ApiError::NotFound(format!("resource not found: {}", e.body_text())))
+    }
+}
+
 /// An optional RFC 3339 time of a query string (blank counts as absent); a bad one is added to
 /// `errors`, naming `field`.
 pub fn query_time(

@@ -251,6 +251,10 @@ async fn source_task(
             _ = sink.points_ready() => {
                 tokio::time::sleep(FLUSH_DELAY).await;
                 writer.write(sink.take_points(), sink.take_dropped()).await;
+                let described = sink.take_descriptions();
+                if !described.is_empty() {
+                    app.record_device_tags(&ds.org_id, &described).await;
+                }
             }
             r = conn.changed() => {
                 if r.is_err() {

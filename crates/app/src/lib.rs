@@ -36,6 +36,7 @@ pub mod rate_limit;
 pub mod sessions;
 mod signing;
 pub mod system;
+pub mod tags;
 pub mod telemetry;
 #[cfg(test)]
 mod tests;

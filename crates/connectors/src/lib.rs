@@ -11,6 +11,7 @@ pub mod modbus;
 pub mod mqtt;
 pub mod net;
 pub mod opcua;
+mod opcua_properties;
 mod sink;
 
 pub use net::PROBE_TIMEOUT;

@@ -556,6 +556,11 @@ pub async fn session(c: &OpcuaConfig, pki_dir: &Path, sink: &Sink) -> Result<(),
         "OPC UA connector subscribed"
     );
     sink.connected(subscribed);
+    let named: Vec<(NodeId, String, String)> = tags
+        .iter()
+        .map(|t| (t.node.clone(), t.asset_id.clone(), t.tag_name.clone()))
+        .collect();
+    sink.describe(crate::opcua_properties::descriptions(&session, &named).await);
     let mut problems = Vec::new();
     if let Some(first) = refused.first() {
         problems.push(format!(

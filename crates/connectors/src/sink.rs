@@ -2,6 +2,7 @@
 //! never blocking the protocol side; whoever runs the connector takes them from it.
 
 use plantd_model::Timestamp;
+use plantd_model::tag::TagDescription;
 use plantd_model::telemetry::Point;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -34,6 +35,8 @@ struct SinkInner {
     ready: Notify,
     dropped: AtomicU64,
     state: watch::Sender<ConnectionState>,
+    /// What the device said its tags measure, not yet recorded: (asset, tag, description).
+    described: Mutex<Vec<(String, String, TagDescription)>>,
 }
 
 impl Sink {
@@ -45,6 +48,7 @@ impl Sink {
                 points: Mutex::new(Vec::new()),
                 ready: Notify::new(),
                 dropped: AtomicU64::new(0),
+                described: Mutex::new(Vec::new()),
                 state: watch::channel(ConnectionState {
                     connected: false,
                     tag_count: 0,
@@ -94,6 +98,31 @@ impl Sink {
             drop(buf);
             self.inner.ready.notify_one();
         }
+    }
+
+    /// Hands what the device says its tags measure to the supervisor (recorded beside the
+    /// points).
+    pub fn describe(&self, tags: Vec<(String, String, TagDescription)>) {
+        if tags.is_empty() {
+            return;
+        }
+        self.inner
+            .described
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(tags);
+        self.inner.ready.notify_one();
+    }
+
+    /// Takes what the device said of its tags since the last call.
+    pub fn take_descriptions(&self) -> Vec<(String, String, TagDescription)> {
+        std::mem::take(
+            &mut *self
+                .inner
+                .described
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        )
     }
 
     /// Takes every buffered point (oldest first).

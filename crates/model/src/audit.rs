@@ -55,11 +55,12 @@ pub enum AuditCategory {
     Sessions,
     OAuth,
     Licenses,
+    Assets,
     Audit,
 }
 
 impl AuditCategory {
-    pub const ALL: [AuditCategory; 15] = [
+    pub const ALL: [AuditCategory; 16] = [
         AuditCategory::System,
         AuditCategory::DataSources,
         AuditCategory::Dashboards,
@@ -74,6 +75,7 @@ impl AuditCategory {
         AuditCategory::Sessions,
         AuditCategory::OAuth,
         AuditCategory::Licenses,
+        AuditCategory::Assets,
         AuditCategory::Audit,
     ];
 
@@ -93,6 +95,7 @@ impl AuditCategory {
             AuditCategory::Sessions => "sessions",
             AuditCategory::OAuth => "oauth",
             AuditCategory::Licenses => "licenses",
+            AuditCategory::Assets => "assets",
             AuditCategory::Audit => "audit",
         }
     }
@@ -247,6 +250,10 @@ audit_events! {
     LicenseActivate => "license.activate", Licenses, "license", Info;
     LicenseValidate => "license.validate", Licenses, "license", Info;
     LicenseDeactivate => "license.deactivate", Licenses, "license", Info;
+
+    TagList => "tag.list", Assets, "tag", Info;
+    TagRead => "tag.read", Assets, "tag", Info;
+    TagUpdate => "tag.update", Assets, "tag", Info;
 
     AuditList => "audit.list", Audit, "audit_log", Info;
     AuditRead => "audit.read", Audit, "audit_log", Info;

@@ -14,6 +14,7 @@ pub mod license;
 pub mod org;
 pub mod page;
 pub mod scope;
+pub mod tag;
 pub mod telemetry;
 pub mod tier;
 pub mod timestamp;

@@ -25,6 +25,7 @@ mod orgs;
 mod rows;
 mod sql;
 mod store;
+mod tags;
 #[cfg(feature = "testing")]
 pub mod testing;
 #[cfg(test)]
@@ -50,6 +51,7 @@ pub use notify::NotifyTarget;
 pub use oauth::{ClientRecord, CodeRecord, GrantRecord, NewApplication, NewCode, RefreshUse};
 pub use orgs::NewUser;
 pub use store::Store;
+pub use tags::StoredTag;
 pub use webhooks::{AttemptOutcome, Delivery, Webhook};
 
 pub(crate) use error::conflict_on_unique;

@@ -39,10 +39,12 @@ pub(crate) async fn page(
             };
             open.extend(app.alerts(org, &filter, page).await?.items);
         }
-        Ok::<_, plantd_app::AppError>((latest, open))
+        let units = app.tag_units(org).await?;
+        Ok::<_, plantd_app::AppError>((latest, open, units))
     }
     .await;
-    let (latest, open) = loaded.or_page(&browser)?;
+    let (latest, open, units) = loaded.or_page(&browser)?;
+    let unit = |asset: &str, tag: &str| units.get(&(asset.to_string(), tag.to_string())).cloned();
     let body = html! {
         h1 { "Overview" }
         section aria-labelledby="open-alerts" {
@@ -63,12 +65,13 @@ pub(crate) async fn page(
                     article class="card" data-asset=(asset) {
                         h3 { (asset) }
                         table class="list compact" {
-                            thead { tr { th scope="col" { "Tag" } th scope="col" class="num" { "Value" } th scope="col" { "Updated" } } }
+                            thead { tr { th scope="col" { "Tag" } th scope="col" class="num" { "Value" } th scope="col" { span class="visually-hidden" { "Unit" } } th scope="col" { "Updated" } } }
                             tbody {
                                 @for v in values {
                                     tr data-asset=(asset) data-tag=(v.tag_name) class=[v.stale.then_some("stale")] {
                                         th scope="row" { (v.tag_name) }
                                         td class="num value" { (format_value(v.value)) }
+                                        td class="unit" { @if let Some(u) = unit(asset, &v.tag_name) { (u) } }
                                         td class="age" {
                                             (time(v.timestamp))
                                             @if v.stale { " " span class="badge stale" title="its source no longer confirms it" { "◌ stale" } }

@@ -3,6 +3,7 @@
 
 mod alerts;
 mod api_keys;
+mod assets;
 mod audit;
 mod auth;
 mod dashboards;
@@ -30,6 +31,7 @@ pub fn all() -> Vec<Route> {
         webhooks::routes(),
         notifications::routes(),
         telemetry::routes(),
+        assets::routes(),
         stream::routes(),
         api_keys::routes(),
         orgs::routes(),

@@ -1077,3 +1077,141 @@ async fn a_constant_value_stays_fresh_while_its_source_confirms_it() {
     assert_eq!(api["stale"], false, "{api}");
     assert_eq!(api["confirmed_at"], api["timestamp"], "{api}");
 }
+
+/// What the device says its tags measure (OPC UA `EngineeringUnits` and `EURange`) reaches
+/// `GET /v1/assets/{asset_id}/tags` and the overview; a person's description is kept over the
+/// device's, also after a reconnect; refusals name their field; another organization sees
+/// nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tags_carry_what_the_device_says_they_measure() {
+    let sim = start_sim("tags", 0, 0);
+    let endpoint = format!("opc.tcp://127.0.0.1:{}/", sim.opcua_port);
+    let app = spawn_app().await;
+    let k = app.admin_key.clone();
+    let id = create_source(
+        &app,
+        json!({"name": "sim", "type": "opcua", "config": {"endpoint": endpoint}}),
+    )
+    .await;
+    wait_status(&app, &id, "connected", 60).await;
+    let vibration = wait_for("Vibration_X described by the device", 30, || async {
+        let r = app.get("/assets/Pump_01/tags/Vibration_X", &k).await;
+        (r.status == 200
+            && r.json["data"]["source"] == "device"
+            && r.json["data"]["has_data"] == true)
+            .then(|| r.json["data"].clone())
+    })
+    .await;
+    assert_eq!(vibration["unit"], "mm/s", "{vibration}");
+    assert_eq!(
+        vibration["eu_range"],
+        json!({"low": 0.0, "high": 10.0}),
+        "{vibration}"
+    );
+    assert_eq!(vibration["has_data"], true, "{vibration}");
+    let list = app
+        .get("/assets/Pump_01/tags?per_page=100", &k)
+        .await
+        .expect(200);
+    let names: Vec<&str> = list.json["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["tag_name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"Motor_Speed") && names.contains(&"Vibration_X"),
+        "{names:?}"
+    );
+
+    // A person's words stay, also when the connector reads the device again.
+    let mine = app
+        .put(
+            "/assets/Pump_01/tags/Vibration_X",
+            &k,
+            json!({"description": "Drive-end bearing, horizontal", "unit": "mm/s RMS"}),
+        )
+        .await
+        .expect(200);
+    assert_eq!(mine.json["data"]["source"], "user");
+    assert_eq!(
+        mine.json["data"]["eu_range"]["high"], 10.0,
+        "absent fields keep their value"
+    );
+    app.put(
+        &format!("/data-sources/{id}"),
+        &k,
+        json!({"enabled": false}),
+    )
+    .await
+    .expect(200);
+    wait_status(&app, &id, "disconnected", 30).await;
+    app.put(&format!("/data-sources/{id}"), &k, json!({"enabled": true}))
+        .await
+        .expect(200);
+    wait_status(&app, &id, "connected", 60).await;
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let kept = app
+        .get("/assets/Pump_01/tags/Vibration_X", &k)
+        .await
+        .expect(200);
+    assert_eq!(kept.json["data"]["unit"], "mm/s RMS", "{}", kept.text);
+    assert_eq!(
+        kept.json["data"]["description"],
+        "Drive-end bearing, horizontal"
+    );
+
+    // A tag described before its first point; refusals name the field.
+    let planned = app
+        .put(
+            "/assets/Tank_9/tags/Level",
+            &k,
+            json!({"unit": "m", "eu_range": {"low": 0, "high": 12.5}}),
+        )
+        .await
+        .expect(200);
+    assert_eq!(planned.json["data"]["has_data"], false);
+    let bad = app
+        .put(
+            "/assets/Tank_9/tags/Level",
+            &k,
+            json!({"eu_range": {"low": 5, "high": 5}, "unit": "x".repeat(40)}),
+        )
+        .await
+        .expect(400);
+    let fields: Vec<&str> = bad.json["error"]["details"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(fields, ["unit", "eu_range.high"], "{}", bad.text);
+    let cleared = app
+        .put("/assets/Tank_9/tags/Level", &k, json!({"eu_range": null}))
+        .await
+        .expect(200);
+    assert_eq!(cleared.json["data"]["eu_range"], Value::Null);
+    assert_eq!(cleared.json["data"]["unit"], "m");
+    app.get("/assets/Tank_9/tags/Volume", &k).await.expect(404);
+    app.get("/assets/%FF/tags/Level", &k).await.expect(404);
+    // Names no tag can have are not found on reading, refused on writing.
+    app.get("/assets/Tank%2C9/tags/Level", &k).await.expect(404);
+    let empty = app.get("/assets/Tank%2C9/tags", &k).await.expect(200);
+    assert_eq!(empty.json["meta"]["total"], 0);
+    let bad = app
+        .put("/assets/Tank%2C9/tags/Level", &k, json!({"unit": "m"}))
+        .await
+        .expect(400);
+    assert_eq!(bad.json["error"]["details"][0]["field"], "asset_id");
+
+    // Tenancy: another organization's key sees none of it.
+    let (_, other) = app
+        .other_org("Other plant", plantd_model::Tier::Starter)
+        .await;
+    app.get("/assets/Pump_01/tags/Vibration_X", &other)
+        .await
+        .expect(404);
+    let none = app.get("/assets/Pump_01/tags", &other).await.expect(200);
+    assert_eq!(none.json["meta"]["total"], 0);
+    sim.stop();
+}
