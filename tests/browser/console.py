@@ -161,6 +161,14 @@ def run(d):
         By.CSS_SELECTOR, "tr[data-asset='Late_Asset'][data-tag='Level'] td.value").text == "12.500"
     ok("overview_live")
     shot(d, "overview")
+    # Searched, the overview shows the matching asset only and follows just its series.
+    d.find_element(By.ID, "overview-q").send_keys("pump_01")
+    d.find_element(By.CSS_SELECTOR, "form[role='search'] button[type='submit']").click()
+    wait(d, lambda: "q=pump_01" in d.current_url)
+    assert {c.get_attribute("data-asset") for c in d.find_elements(By.CSS_SELECTOR, "article.card")} == {"Pump_01"}
+    first = wait(d, lambda: d.find_elements(By.CSS_SELECTOR, cell))[0].get_attribute("datetime")
+    wait(d, lambda: d.find_element(By.CSS_SELECTOR, cell).get_attribute("datetime") != first)
+    ok("overview_search_live")
     d.get(f"{BASE}/dashboards/{dash_id}/edit")
     wait(d, lambda: d.execute_script("return !!window.plantdEditor"))
     shot(d, "editor")

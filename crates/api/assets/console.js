@@ -379,15 +379,20 @@
   }
 
   // ---------- (f) the overview's latest values, live ----------
-  // Rows are <tr data-asset data-tag> with td.value and a <time>; one unfiltered subscription carries the
-  // organization's points; a value is written at most once per animation frame. A series the page did
-  // not have when it was rendered (the first points of a source that connected after the page loaded)
-  // gets its row, and its asset its card, as its first point arrives. Reconnects after 1, 2, 4 ... 30 s.
+  // Rows are <tr data-asset data-tag> with td.value and a <time>; a value is written at most once per
+  // animation frame. The page follows only what it shows: one subscription naming its series. When it
+  // shows every tag of the organization (data-complete: no search, one page), it follows everything
+  // instead, and a series it did not have (the first points of a source that connected after the page
+  // loaded) gets its row, and its asset its card, as its first point arrives. Reconnects after 1, 2,
+  // 4 ... 30 s.
   function initOverview() {
     const root = document.getElementById('overview');
     if (!root) return;
     const rows = new Map();
     for (const tr of root.querySelectorAll('tr[data-asset][data-tag]')) rows.set(tr.dataset.asset + '\u0000' + tr.dataset.tag, tr);
+    const complete = root.dataset.complete === 'true';
+    const series = [...root.querySelectorAll('tr[data-asset][data-tag]')].map((tr) => ({ asset_id: tr.dataset.asset, tag_name: tr.dataset.tag }));
+    if (!complete && !series.length) return;
     const fmt = (v) => Number.isInteger(v) ? String(v) : v.toFixed(3);
     let pending = new Map(), frame = 0, attempt = 0;
     function el(tag, attrs, text) {
@@ -417,7 +422,7 @@
     function row(asset, tag) {
       const key = asset + '\u0000' + tag;
       let tr = rows.get(key);
-      if (tr) return tr;
+      if (tr || !complete) return tr;
       const body = card(asset).querySelector('tbody');
       tr = el('tr', { 'data-asset': asset, 'data-tag': tag });
       tr.append(el('th', { scope: 'row' }, tag), el('td', { class: 'num value' }), el('td', { class: 'unit' }), el('td', { class: 'age' }));
@@ -431,6 +436,12 @@
       frame = 0;
       for (const p of pending.values()) {
         const tr = row(p.asset_id, p.tag_name);
+        if (!tr) continue;
+        if (p.quality === 'good' && tr.classList.contains('stale')) {  // confirmed again
+          tr.classList.remove('stale');
+          const badge = tr.querySelector('.badge.stale');
+          if (badge) badge.remove();
+        }
         const cell = tr.querySelector('td.value'), t = tr.querySelector('time');
         if (cell) cell.textContent = fmt(p.value);
         if (t) { t.setAttribute('datetime', p.timestamp); t.title = p.timestamp; const d = new Date(p.timestamp); if (!isNaN(d.getTime())) t.textContent = localText(d); }
@@ -440,7 +451,7 @@
     function connect() {
       let sock;
       try { sock = new WebSocket((location.protocol === 'https:' ? 'wss:' : 'ws:') + '//' + location.host + '/v1/ws'); } catch (e) { retry(); return; }
-      sock.onopen = () => { sock.send(JSON.stringify({ type: 'subscribe' })); setTimeout(() => { attempt = 0; }, 5000); };
+      sock.onopen = () => { sock.send(JSON.stringify(complete ? { type: 'subscribe' } : { type: 'subscribe', series: series })); setTimeout(() => { attempt = 0; }, 5000); };
       sock.onmessage = (ev) => {
         let m;
         try { m = JSON.parse(ev.data); } catch (e) { return; }

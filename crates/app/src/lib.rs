@@ -30,6 +30,7 @@ pub mod oauth_apps;
 mod oauth_error;
 pub mod operator;
 pub mod orgs;
+pub mod overview;
 mod password_work;
 pub mod products;
 pub mod rate_limit;

@@ -157,7 +157,7 @@ pub struct Reading {
 
 impl Reading {
     /// The value `v` as its `source` confirms it at `now`.
-    fn of(v: LatestValue, source: Option<&DataSource>, now: Timestamp) -> Self {
+    pub(crate) fn of(v: LatestValue, source: Option<&DataSource>, now: Timestamp) -> Self {
         let age = now.millis() - v.timestamp.millis();
         let good = v.quality == Quality::Good;
         let (confirmed_at, fresh) = match source {

@@ -396,6 +396,18 @@ impl Store {
         ))
     }
 
+    /// The open (active or acknowledged) alerts of an organization, newest first.
+    pub async fn open_alerts_of(&self, org_id: &str) -> Result<Vec<Alert>> {
+        let rows = sqlx::query(
+            "SELECT * FROM alerts WHERE org_id = $1 AND status <> 'resolved' \
+             ORDER BY triggered_at DESC, id DESC",
+        )
+        .bind(org_id)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(alert_from_row).collect()
+    }
+
     /// Every open alert (at start, to know which rule and asset pairs have one).
     pub async fn open_alerts(&self) -> Result<Vec<Alert>> {
         let rows = sqlx::query("SELECT * FROM alerts WHERE status <> 'resolved'")

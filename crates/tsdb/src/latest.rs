@@ -165,87 +165,169 @@ impl LatestCache {
         asset_id: &str,
         tags: Option<&[String]>,
     ) -> Result<Vec<LatestValue>> {
+        let all = self
+            .read_assets(store, org_id, &[asset_id.to_string()])
+            .await?
+            .into_iter()
+            .next()
+            .map(|(_, values)| values)
+            .unwrap_or_default();
+        Ok(all
+            .into_iter()
+            .filter(|v| tags.is_none_or(|wanted| wanted.contains(&v.tag_name)))
+            .collect())
+    }
+
+    /// The latest value of each tag of each of `assets`, by tag name, in the order of `assets`
+    /// (an asset without points has an empty list). Assets not in memory are read from the
+    /// database together: one query for the whole organization when there are many.
+    pub(crate) async fn read_assets(
+        self: &Arc<Self>,
+        store: &Store,
+        org_id: &str,
+        assets: &[String],
+    ) -> Result<Vec<(String, Vec<LatestValue>)>> {
         let cache = self;
         cache.listening.get_or_init(|| {
             store.listen(CHANNEL, cache, cache.alive.subscribe());
         });
-        let key = (org_id.to_string(), asset_id.to_string());
-        let (cached, generation) = {
+        let mut found: HashMap<&str, Tags> = HashMap::with_capacity(assets.len());
+        let mut missing: Vec<&str> = Vec::new();
+        let generation = {
             let mut inner = cache.inner.lock().unwrap_or_else(|p| p.into_inner());
             let generation = cache.generation.load(Ordering::Acquire);
-            let hit = if cache.trusted.load(Ordering::Acquire) {
-                inner.assets.get(&key).cloned()
-            } else {
-                None
-            };
-            if hit.is_none() {
-                inner.loading.entry(key.clone()).or_default().0 += 1;
-            }
-            (hit, generation)
-        };
-        let all = match cached {
-            Some(all) => all,
-            None => {
-                let loaded = load(store.pool(), org_id, asset_id).await;
-                let mut inner = cache.inner.lock().unwrap_or_else(|p| p.into_inner());
-                let meanwhile = match inner.loading.get_mut(&key) {
-                    Some((readers, tags)) if *readers > 1 => {
-                        *readers -= 1;
-                        tags.clone()
+            let trusted = cache.trusted.load(Ordering::Acquire);
+            let mut key = (org_id.to_string(), String::new());
+            for asset in assets {
+                key.1.clone_from(asset);
+                match inner.assets.get(&key).filter(|_| trusted) {
+                    Some(tags) => {
+                        found.insert(asset, tags.clone());
                     }
-                    _ => inner
-                        .loading
-                        .remove(&key)
-                        .map(|(_, t)| t)
-                        .unwrap_or_default(),
-                };
-                let mut loaded = loaded?;
-                merge(&mut loaded, &meanwhile);
-                if cache.trusted.load(Ordering::Acquire)
-                    && cache.generation.load(Ordering::Acquire) == generation
-                {
-                    let entry = inner.assets.entry(key).or_default();
-                    merge(entry, &loaded);
-                    entry.clone()
-                } else {
-                    loaded
+                    None if !found.contains_key(asset.as_str())
+                        && !missing.contains(&asset.as_str()) =>
+                    {
+                        inner.loading.entry(key.clone()).or_default().0 += 1;
+                        missing.push(asset);
+                    }
+                    None => {}
                 }
             }
+            generation
         };
-        let mut out: Vec<LatestValue> = all
-            .into_iter()
-            .filter(|(tag, _)| tags.is_none_or(|wanted| wanted.iter().any(|w| w == tag)))
-            .map(|(tag_name, (ts, value, quality))| LatestValue {
-                tag_name,
-                value,
-                timestamp: Timestamp::from_millis(ts),
-                quality,
+        if !missing.is_empty() {
+            let loaded = load(store.pool(), org_id, &missing).await;
+            let mut inner = cache.inner.lock().unwrap_or_else(|p| p.into_inner());
+            let keep = cache.trusted.load(Ordering::Acquire)
+                && cache.generation.load(Ordering::Acquire) == generation;
+            let mut loaded = match loaded {
+                Ok(loaded) => loaded,
+                Err(e) => {
+                    for asset in &missing {
+                        done_loading(&mut inner, org_id, asset);
+                    }
+                    return Err(e);
+                }
+            };
+            for asset in missing {
+                let meanwhile = done_loading(&mut inner, org_id, asset);
+                let mut tags = loaded.remove(asset).unwrap_or_default();
+                merge(&mut tags, &meanwhile);
+                if keep {
+                    let entry = inner
+                        .assets
+                        .entry((org_id.to_string(), asset.to_string()))
+                        .or_default();
+                    merge(entry, &tags);
+                    tags = entry.clone();
+                }
+                found.insert(asset, tags);
+            }
+        }
+        Ok(assets
+            .iter()
+            .map(|asset| {
+                let mut values: Vec<LatestValue> = found
+                    .get(asset.as_str())
+                    .into_iter()
+                    .flatten()
+                    .map(|(tag_name, (ts, value, quality))| LatestValue {
+                        tag_name: tag_name.clone(),
+                        value: *value,
+                        timestamp: Timestamp::from_millis(*ts),
+                        quality: *quality,
+                    })
+                    .collect();
+                values.sort_by(|a, b| a.tag_name.cmp(&b.tag_name));
+                (asset.clone(), values)
             })
-            .collect();
-        out.sort_by(|a, b| a.tag_name.cmp(&b.tag_name));
-        Ok(out)
+            .collect())
     }
 }
 
-/// The latest value of each tag of an asset, from the database: the last point of each series'
-/// last block.
-async fn load(pool: &sqlx::AnyPool, org_id: &str, asset_id: &str) -> Result<Tags> {
-    let rows = sqlx::query(
-        "SELECT s.tag_name, b.data FROM telemetry_series s \
-         JOIN telemetry_block b ON b.series_id = s.id \
-         WHERE s.org_id = $1 AND s.asset_id = $2 \
-         AND b.start_ts = (SELECT MAX(m.start_ts) FROM telemetry_block m WHERE m.series_id = s.id)",
-    )
-    .bind(org_id)
-    .bind(asset_id)
-    .fetch_all(pool)
-    .await?;
-    let mut tags = Tags::new();
+/// Ends one read's loading of an asset: what this node's ingest committed meanwhile.
+fn done_loading(inner: &mut Inner, org_id: &str, asset: &str) -> Tags {
+    let key = (org_id.to_string(), asset.to_string());
+    match inner.loading.get_mut(&key) {
+        Some((readers, tags)) if *readers > 1 => {
+            *readers -= 1;
+            tags.clone()
+        }
+        _ => inner
+            .loading
+            .remove(&key)
+            .map(|(_, t)| t)
+            .unwrap_or_default(),
+    }
+}
+
+/// Above this many assets to read, one query reads the whole organization's latest values.
+const ASSETS_BY_NAME: usize = 16;
+
+/// The latest value of each tag of `assets`, from the database: the last point of each
+/// series' last block.
+async fn load(
+    pool: &sqlx::AnyPool,
+    org_id: &str,
+    assets: &[&str],
+) -> Result<HashMap<String, Tags>> {
+    macro_rules! last_block {
+        ($asset:literal) => {
+            concat!(
+                "SELECT s.asset_id, s.tag_name, b.data FROM telemetry_series s \
+                 JOIN telemetry_block b ON b.series_id = s.id \
+                 WHERE s.org_id = $1 ",
+                $asset,
+                " AND b.start_ts = \
+                 (SELECT MAX(m.start_ts) FROM telemetry_block m WHERE m.series_id = s.id)"
+            )
+        };
+    }
+    let mut rows = Vec::new();
+    if assets.len() > ASSETS_BY_NAME {
+        rows = sqlx::query(last_block!(""))
+            .bind(org_id)
+            .fetch_all(pool)
+            .await?;
+    } else {
+        for asset in assets {
+            rows.extend(
+                sqlx::query(last_block!("AND s.asset_id = $2"))
+                    .bind(org_id)
+                    .bind(*asset)
+                    .fetch_all(pool)
+                    .await?,
+            );
+        }
+    }
+    let mut out: HashMap<String, Tags> = HashMap::new();
     for r in rows {
         let columns = crate::block::decode(&r.try_get::<Vec<u8>, _>("data")?)?;
         if let Some(last) = columns.iter().last() {
-            tags.insert(r.try_get("tag_name")?, last);
+            out.entry(r.try_get("asset_id")?)
+                .or_default()
+                .insert(r.try_get("tag_name")?, last);
         }
     }
-    Ok(tags)
+    Ok(out)
 }

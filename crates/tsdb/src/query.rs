@@ -394,6 +394,29 @@ impl Queries<'_> {
             .collect()
     }
 
+    /// Every series of the organization with its data source, by asset and tag name.
+    pub async fn series_sources(
+        &self,
+        org_id: &str,
+    ) -> Result<Vec<(String, String, Option<String>)>> {
+        let rows = sqlx::query(
+            "SELECT asset_id, tag_name, data_source_id FROM telemetry_series WHERE org_id = $1 \
+             ORDER BY asset_id, tag_name",
+        )
+        .bind(org_id)
+        .fetch_all(self.0)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    r.try_get("asset_id")?,
+                    r.try_get("tag_name")?,
+                    r.try_get("data_source_id")?,
+                ))
+            })
+            .collect()
+    }
+
     /// Each asset of the organization with its tag names, both in name order.
     pub async fn assets(&self, org_id: &str) -> Result<Vec<(String, Vec<String>)>> {
         let rows = sqlx::query(

@@ -190,6 +190,32 @@ impl Tsdb {
             .await
     }
 
+    /// The latest value of each tag of each of `assets`, in the order of `assets` (an asset
+    /// without points has an empty list); tags by name.
+    pub async fn latest_of_assets(
+        &self,
+        org_id: &str,
+        assets: &[String],
+    ) -> Result<Vec<(String, Vec<LatestValue>)>> {
+        self.upgrade().await?;
+        self.shared
+            .latest
+            .read_assets(&self.shared.store, org_id, assets)
+            .await
+    }
+
+    /// Every series of the organization: asset, tag and the data source it is linked to
+    /// (`None`: points that came through the API), by asset and tag name.
+    pub async fn series_sources(
+        &self,
+        org_id: &str,
+    ) -> Result<Vec<(String, String, Option<String>)>> {
+        self.upgrade().await?;
+        Queries(self.shared.store.pool())
+            .series_sources(org_id)
+            .await
+    }
+
     /// The data source each tag of an asset is linked to (`None`: points that came through
     /// the API), by tag name.
     pub async fn tag_sources(

@@ -11,7 +11,7 @@ use plantd_model::page::Page;
 use serde::Deserialize;
 
 use super::browser::Browser;
-use super::kit::{OrPage, alert_table, severity_badge};
+use super::kit::{OrPage, alert_table, pager, severity_badge};
 use super::layout::shell;
 use crate::state::AppState;
 
@@ -19,7 +19,11 @@ use crate::state::AppState;
 struct AlertsQuery {
     status: Option<String>,
     severity: Option<String>,
+    page: Option<String>,
 }
+
+/// Alerts on one page of the alerts list.
+const ALERTS_PER_PAGE: u32 = 100;
 
 /// Alerts, filtered by status and severity, with acknowledge and resolve; live.
 pub(crate) async fn alerts(
@@ -37,18 +41,28 @@ pub(crate) async fn alerts(
         start: None,
         end: None,
     };
-    let list = state
-        .app
-        .alerts(
+    let wanted: u32 = q
+        .page
+        .as_deref()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(1)
+        .max(1);
+    let fetch = |page: u32| {
+        state.app.alerts(
             browser.org_id(),
             &filter,
             Page {
-                page: 1,
-                per_page: 200,
+                page,
+                per_page: ALERTS_PER_PAGE,
             },
         )
-        .await
-        .or_page(&browser)?;
+    };
+    let mut list = fetch(wanted).await.or_page(&browser)?;
+    let pages = (list.total.div_ceil(u64::from(ALERTS_PER_PAGE))).max(1) as u32;
+    let page = wanted.min(pages);
+    if page != wanted {
+        list = fetch(page).await.or_page(&browser)?;
+    }
     let write = browser.may(Scope::WriteAlerts);
     let body = html! {
         div id="alerts-page" {
@@ -70,8 +84,9 @@ pub(crate) async fn alerts(
                 }
                 button type="submit" { "Filter" }
             }
-            p class="quiet" { (list.total) " alerts" @if list.total > 200 { " (newest 200 shown)" } "; new ones appear here as they happen." }
+            p class="quiet" { (list.total) " alerts, newest first; new ones appear here as they happen." }
             (alert_table(&list.items, write))
+            (pager("/alerts", &[("status", q.status.as_deref().unwrap_or_default()), ("severity", q.severity.as_deref().unwrap_or_default())], page as usize, pages as usize))
         }
     };
     Ok(shell(&browser, body, &[]))

@@ -195,3 +195,37 @@ pub(crate) fn alert_table(alerts: &[Alert], actions: bool) -> Markup {
         }
     }
 }
+
+/// Links to the previous and next pages of a list at `path`, keeping its `params` (a page
+/// number is added); nothing when there is one page.
+pub(crate) fn pager(path: &str, params: &[(&str, &str)], page: usize, pages: usize) -> Markup {
+    let href = |n: usize| {
+        let mut q: Vec<(&str, String)> = params
+            .iter()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(k, v)| (*k, v.to_string()))
+            .collect();
+        if n > 1 {
+            q.push(("page", n.to_string()));
+        }
+        match serde_urlencoded::to_string(&q) {
+            Ok(s) if !s.is_empty() => format!("{path}?{s}"),
+            _ => path.to_string(),
+        }
+    };
+    html! {
+        @if pages > 1 {
+            nav class="pager" aria-label="Pages" {
+                @if page > 1 {
+                    a href=(href(1)) { "« First" }
+                    a href=(href(page - 1)) rel="prev" { "‹ Previous" }
+                }
+                span aria-current="page" { "Page " (page) " of " (pages) }
+                @if page < pages {
+                    a href=(href(page + 1)) rel="next" { "Next ›" }
+                    a href=(href(pages)) { "Last »" }
+                }
+            }
+        }
+    }
+}

@@ -15,7 +15,7 @@ use plantd_model::telemetry::Point;
 use plantd_model::tier::WebSocketLimits;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 use tokio::sync::broadcast::error::RecvError;
 
@@ -33,6 +33,8 @@ pub(crate) fn routes() -> Vec<Route> {
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
 /// Subscriptions one connection may hold.
 pub const MAX_SUBSCRIPTIONS: usize = 100;
+/// Series one subscription may name (`series`).
+pub const MAX_SERIES: usize = 1_000;
 
 /// Open the stream. Authenticate with `Authorization: Bearer <API_KEY>` or, where a client
 /// cannot set headers (browsers), `?access_token=<API_KEY>`.
@@ -72,6 +74,9 @@ enum ClientMessage {
         asset_id: Option<String>,
         #[serde(default)]
         tag_name: Option<String>,
+        /// Only these series (at most [`MAX_SERIES`]): what a page shows.
+        #[serde(default)]
+        series: Option<Vec<SeriesKey>>,
     },
     Unsubscribe {
         subscription: String,
@@ -79,17 +84,43 @@ enum ClientMessage {
     Ping,
 }
 
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct SeriesKey {
+    asset_id: String,
+    tag_name: String,
+}
+
+/// Series a subscription follows: tag names by asset.
+#[derive(Clone, Debug, Default)]
+struct SeriesSet(BTreeMap<String, BTreeSet<String>>);
+
+impl Serialize for SeriesSet {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().flat_map(|(asset_id, tags)| {
+            tags.iter()
+                .map(move |tag_name| json!({"asset_id": asset_id, "tag_name": tag_name}))
+        }))
+    }
+}
+
 #[derive(Clone, Debug, Serialize)]
 struct Filter {
     data_source_id: Option<String>,
     asset_id: Option<String>,
     tag_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    series: Option<SeriesSet>,
 }
 
 impl Filter {
     /// Whether something of `asset`/`tag` from `data_source` is what this subscription follows.
     fn accepts(&self, asset: &str, tag: Option<&str>, data_source: Option<&str>) -> bool {
         self.asset_id.as_deref().is_none_or(|a| a == asset)
+            && self.series.as_ref().is_none_or(|s| {
+                s.0.get(asset)
+                    .is_some_and(|tags| tag.is_none_or(|t| tags.contains(t)))
+            })
             && self.tag_name.as_deref().is_none_or(|t| tag == Some(t))
             && self
                 .data_source_id
@@ -194,13 +225,22 @@ async fn run(
                 let reply = match serde_json::from_str::<ClientMessage>(text.as_str()) {
                     Err(e) => json!({"type": "error", "code": "validation_error", "message": format!("invalid message: {e}")}),
                     Ok(ClientMessage::Ping) => json!({"type": "pong"}),
-                    Ok(ClientMessage::Subscribe { data_source_id, asset_id, tag_name }) => {
+                    Ok(ClientMessage::Subscribe { data_source_id, asset_id, tag_name, series }) => {
                         if subscriptions.len() >= MAX_SUBSCRIPTIONS {
                             json!({"type": "error", "code": "validation_error", "message": format!("at most {MAX_SUBSCRIPTIONS} subscriptions per connection")})
+                        } else if series.as_ref().is_some_and(|s| s.is_empty() || s.len() > MAX_SERIES) {
+                            json!({"type": "error", "code": "validation_error", "message": format!("series: name 1 to {MAX_SERIES} series")})
                         } else {
+                            let series = series.map(|list| {
+                                let mut set = SeriesSet::default();
+                                for k in list {
+                                    set.0.entry(k.asset_id).or_default().insert(k.tag_name);
+                                }
+                                set
+                            });
                             let id = format!("s{next_id}");
                             next_id += 1;
-                            let filter = Filter { data_source_id, asset_id, tag_name };
+                            let filter = Filter { data_source_id, asset_id, tag_name, series };
                             let reply = json!({"type": "subscribed", "subscription": id, "filter": filter});
                             subscriptions.insert(id, filter);
                             reply

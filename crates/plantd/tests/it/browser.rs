@@ -66,6 +66,7 @@ async fn the_console_in_a_real_browser() {
         "alert_appeared_live",
         "alert_acknowledged",
         "overview_live",
+        "overview_search_live",
         "no_console_errors",
     ] {
         assert!(

@@ -409,3 +409,137 @@ async fn console_logins_and_logouts_are_audited() {
         ]
     );
 }
+
+/// At plant scale the overview sends one page of tags, alarms first and then stale values,
+/// with search, an abnormal-only filter and paging; it follows live only what it shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overview_of_a_large_plant_is_searched_and_paged() {
+    let app = spawn_app().await;
+    let k = app.admin_key.as_str();
+    let now = plantd_model::Timestamp::now();
+    let old = plantd_model::Timestamp::from_millis(now.millis() - 10 * 60_000);
+    // 300 assets of 10 tags; Unit_250 / T7 has not been confirmed for 10 minutes (stale).
+    for chunk in 0..3 {
+        let mut data = Vec::new();
+        for a in chunk * 100..(chunk + 1) * 100 {
+            for t in 0..10 {
+                let at = if (a, t) == (250, 7) { old } else { now };
+                data.push(
+                    json!({"asset_id": format!("Unit_{a:03}"), "tag_name": format!("T{t}"),
+                    "value": a as f64 + t as f64 / 10.0, "timestamp": at.to_rfc3339()}),
+                );
+            }
+        }
+        app.post("/telemetry", k, json!({ "data": data }))
+            .await
+            .expect(200);
+    }
+    app.post(
+        "/alerts",
+        k,
+        json!({"title": "Seal leak", "severity": "warning",
+        "asset_id": "Unit_150", "tag_name": "T3"}),
+    )
+    .await
+    .expect(201);
+    let cookie = console_cookie(&app, OWNER.0, OWNER.1).await;
+    let rows = |html: &str| -> Vec<(String, String)> {
+        html.split("<tr data-asset=\"")
+            .skip(1)
+            .map(|s| {
+                let asset = s.split('"').next().unwrap().to_string();
+                let tag = s.split("data-tag=\"").nth(1).unwrap();
+                (asset, tag.split('"').next().unwrap().to_string())
+            })
+            .collect()
+    };
+
+    let (status, html, _) = page(&app, &cookie, "/").await;
+    assert_eq!(status, 200);
+    let first = rows(&html);
+    assert_eq!(first.len(), 200, "one page of rows");
+    assert_eq!(
+        first[0],
+        ("Unit_150".into(), "T3".into()),
+        "the alarm first"
+    );
+    assert_eq!(
+        first[10],
+        ("Unit_250".into(), "T7".into()),
+        "then the stale asset"
+    );
+    assert!(html.contains("Page 1 of 15"), "{html}");
+    assert!(html.contains("300 assets") && html.contains("3000 tags"));
+    assert!(
+        !html.contains("data-complete"),
+        "a partial page follows its series"
+    );
+    assert!(html.len() < 300_000, "{} bytes", html.len());
+
+    let (_, html, _) = page(&app, &cookie, "/?q=unit_042").await;
+    let found = rows(&html);
+    assert_eq!(found.len(), 10);
+    assert!(found.iter().all(|(a, _)| a == "Unit_042"));
+    let (_, html, _) = page(&app, &cookie, "/?q=T3").await;
+    assert!(html.contains("of 300 matching") && html.contains("Page 1 of 2"));
+    assert!(rows(&html).iter().all(|(_, t)| t == "T3"));
+    let (_, html, _) = page(&app, &cookie, "/?abnormal=1").await;
+    assert_eq!(
+        rows(&html),
+        [
+            ("Unit_150".to_string(), "T3".to_string()),
+            ("Unit_250".to_string(), "T7".to_string())
+        ]
+    );
+    let (_, html, _) = page(&app, &cookie, "/?page=15").await;
+    let last = rows(&html);
+    assert_eq!(last.len(), 200);
+    assert_eq!(last.last().unwrap(), &("Unit_299".into(), "T9".into()));
+    assert!(html.contains("(continued)") || last[0].1 == "T0");
+    let (_, beyond, _) = page(&app, &cookie, "/?page=99").await;
+    assert!(
+        beyond.contains("Page 15 of 15"),
+        "a page past the end shows the last"
+    );
+    for odd in ["/?page=-1&q=%00", "/?page=x&abnormal=", "/?q=%FF%FE"] {
+        assert_eq!(page(&app, &cookie, odd).await.0, 200, "{odd}");
+    }
+    let (_, none, _) = page(&app, &cookie, "/?q=nothing-like-this").await;
+    assert!(none.contains("No tag matches."));
+
+    // Many open alerts: the overview shows the newest, the alerts page pages them.
+    // (POST /alerts allows 100 a minute per key.)
+    let second = app.key(&[plantd_model::Scope::WriteAlerts]).await;
+    for i in 0..120 {
+        let k = if i < 60 { k } else { second.as_str() };
+        app.post(
+            "/alerts",
+            k,
+            json!({"title": format!("Check {i}"), "severity": "info",
+            "asset_id": format!("Unit_{i:03}")}),
+        )
+        .await
+        .expect(201);
+    }
+    let (_, html, _) = page(&app, &cookie, "/").await;
+    assert!(html.contains("Open alerts (121)") && html.contains("all open alerts"));
+    let (_, html, _) = page(&app, &cookie, "/alerts?severity=info").await;
+    assert!(
+        html.contains("Page 1 of 2") && html.contains("120 alerts"),
+        "{html}"
+    );
+    let (_, html, _) = page(&app, &cookie, "/alerts?severity=info&page=2").await;
+    assert_eq!(html.matches("data-alert-id=").count(), 20);
+    assert!(html.contains("Check 0"), "the oldest on the last page");
+
+    // A plant that fits on one page is followed whole (new series get their rows).
+    let small = spawn_app().await;
+    small
+        .post("/telemetry", small.admin_key.as_str(), json!({"data": [
+            {"asset_id": "Pump_01", "tag_name": "Flow", "value": 1.0, "timestamp": now.to_rfc3339()}]}))
+        .await
+        .expect(200);
+    let cookie = console_cookie(&small, OWNER.0, OWNER.1).await;
+    let (_, html, _) = page(&small, &cookie, "/").await;
+    assert!(html.contains("data-complete=\"true\""));
+}

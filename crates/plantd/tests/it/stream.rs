@@ -232,3 +232,58 @@ async fn a_subscriber_beyond_its_outbound_rate_is_closed_with_a_reason() {
         "{closed}"
     );
 }
+
+/// A subscription naming its series (what a page shows) gets only their points; an empty or
+/// oversized list is refused with a reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_by_series_follows_only_those() {
+    let app = spawn_app().await;
+    let k = app.admin_key.as_str();
+    let mut ws = app.open_stream(k).await;
+    send(
+        &mut ws,
+        json!({"type": "subscribe", "series": [
+            {"asset_id": "Pump_01", "tag_name": "Flow"}, {"asset_id": "Tank", "tag_name": "Level"}]}),
+    )
+    .await;
+    let sub = next(&mut ws).await;
+    assert_eq!(sub["type"], "subscribed", "{sub}");
+    assert_eq!(sub["filter"]["series"].as_array().unwrap().len(), 2);
+    app.post(
+        "/telemetry",
+        k,
+        json!({"data": [point("Pump_01", "Flow", 1.0), point("Pump_01", "Speed", 2.0),
+        point("Tank", "Flow", 3.0), point("Tank", "Level", 4.0)]}),
+    )
+    .await
+    .expect(200);
+    let m = next(&mut ws).await;
+    let got: Vec<(&str, &str)> = m["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["asset_id"].as_str().unwrap(),
+                p["tag_name"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(got, [("Pump_01", "Flow"), ("Tank", "Level")]);
+
+    send(&mut ws, json!({"type": "subscribe", "series": []})).await;
+    let refused = next(&mut ws).await;
+    assert_eq!(refused["code"], "validation_error");
+    assert!(refused["message"].as_str().unwrap().contains("series"));
+    let many: Vec<Value> = (0..1001)
+        .map(|i| json!({"asset_id": format!("A{i}"), "tag_name": "T"}))
+        .collect();
+    send(&mut ws, json!({"type": "subscribe", "series": many})).await;
+    assert_eq!(next(&mut ws).await["code"], "validation_error");
+    send(
+        &mut ws,
+        json!({"type": "subscribe", "series": [{"asset_id": "A"}]}),
+    )
+    .await;
+    assert_eq!(next(&mut ws).await["code"], "validation_error");
+}
