@@ -179,6 +179,24 @@ def run(d):
     time.sleep(2)
     shot(d, "pump-station")
 
+    # A data source's browse page: the simulator's address space, opened level by level, shows
+    # the variables it collects ticked.
+    d.get(BASE + "/data-sources")
+    d.find_element(By.CSS_SELECTOR, "tr[data-source-id] td a").click()
+    wait(d, lambda: d.find_elements(By.CSS_SELECTOR, "#browse-tree button.tree-toggle"))
+    def open_object(name):
+        toggle = wait(d, lambda: [b for b in d.find_elements(By.CSS_SELECTOR, "#browse-tree button.tree-toggle")
+                                  if name in b.text])[0]
+        toggle.click()
+    open_object("Simulation")
+    open_object("Pump_01")
+    box = wait(d, lambda: [b for b in d.find_elements(By.CSS_SELECTOR, "#browse-tree input[type=checkbox]")
+                           if "Vibration_X" in b.get_attribute("data-node")])[0]
+    assert box.is_selected(), "Vibration_X is collected"
+    assert "ticked variables" in d.find_element(By.ID, "browse-save").text
+    ok("data_source_browsed")
+    shot(d, "browse")
+
     errors = [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
     assert not errors, json.dumps(errors, indent=1)
     ok("no_console_errors")

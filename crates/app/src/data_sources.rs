@@ -1,13 +1,14 @@
 //! Data sources (SPEC 2.2, 4.1): create, change and delete them (their connectors follow through
 //! the store's change feed), and test one at the protocol level.
 
-use plantd_connectors::{Probe, Protocol};
+use plantd_connectors::{BrowseError, Probe, Protocol};
 use plantd_model::data_source::{
-    DataSource, DataSourceType, MAX_NAME_LEN, derive_endpoint, validate_config,
+    BrowseEntry, DataSource, DataSourceType, MAX_NAME_LEN, derive_endpoint, validate_config,
 };
-use plantd_model::validation::Validator;
+use plantd_model::validation::{FieldError, Validator};
 use serde::Deserialize;
 use serde_json::Value;
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::app::App;
@@ -189,5 +190,69 @@ impl App {
                 },
             },
         )
+    }
+
+    /// One level of what a source offers (docs/api.md, "Browsing a source"): OPC UA objects
+    /// and variables under `node`, the Modbus register map, the topics an MQTT broker carries
+    /// under `node` while listening `listen`; each says whether it is collected now.
+    pub async fn browse_data_source(
+        &self,
+        org_id: &str,
+        id: &str,
+        node: Option<&str>,
+        listen: std::time::Duration,
+    ) -> AppResult<Vec<BrowseEntry>> {
+        let ds = self.data_source(org_id, id).await?;
+        let protocol = Protocol::from_config(
+            ds.source_type,
+            &ds.config,
+            &self.config().connectors_pki_dir,
+        )
+        .map_err(|e| AppError::Internal {
+            context: "a stored data source config".into(),
+            source: Box::new(e),
+        })?;
+        let mut entries = plantd_connectors::browse(&protocol, node, listen)
+            .await
+            .map_err(|e| match e {
+                BrowseError::BadNode(m) => AppError::Invalid(vec![FieldError::new("node", m)]),
+                BrowseError::UnknownNode(_) => AppError::NotFound("node"),
+                BrowseError::Device(m) => AppError::Refused {
+                    code: "device_unavailable",
+                    message: format!("cannot browse {}: {m}", ds.endpoint),
+                },
+            })?;
+        match &protocol {
+            Protocol::Opcua(c, _) if !c.nodes.is_empty() => {
+                let listed: HashSet<&str> = c.nodes.iter().map(|n| n.node_id.as_str()).collect();
+                for e in &mut entries {
+                    e.collected = listed.contains(e.node_id.as_str());
+                }
+            }
+            // Browsing from the root: what was stored from this source.
+            Protocol::Opcua(..) => {
+                let stored: HashSet<(String, String)> = self
+                    .tsdb()
+                    .series_of_source(org_id, id)
+                    .await?
+                    .into_iter()
+                    .collect();
+                for e in &mut entries {
+                    if let (Some(a), Some(t)) = (&e.asset_id, &e.tag_name) {
+                        e.collected = stored.contains(&(a.clone(), t.clone()));
+                    }
+                }
+            }
+            Protocol::Modbus(_) => entries.iter_mut().for_each(|e| e.collected = true),
+            Protocol::Mqtt(c) => {
+                for e in &mut entries {
+                    e.collected = c
+                        .topics
+                        .iter()
+                        .any(|f| plantd_connectors::mqtt::topic_matches(f, &e.node_id));
+                }
+            }
+        }
+        Ok(entries)
     }
 }

@@ -7,14 +7,18 @@
 //! points, and when the session fails reports `disconnected` with the reason and tries again
 //! after a delay that doubles from [`BACKOFF_FIRST`] to [`BACKOFF_MAX`].
 
+mod browse;
 pub mod modbus;
 pub mod mqtt;
 pub mod net;
 pub mod opcua;
+mod opcua_browse;
 mod opcua_properties;
 mod sink;
 
+pub use browse::{MAX_LISTEN, browse};
 pub use net::PROBE_TIMEOUT;
+pub use plantd_model::data_source::BrowseError;
 pub use sink::{ConnectionState, MAX_BUFFERED_POINTS, Sink};
 mod protocol;
 

@@ -169,7 +169,7 @@ fn kind_name(kind: RegisterKind) -> &'static str {
     }
 }
 
-fn asset_of<'a>(c: &'a ModbusConfig, r: &'a RegisterMap) -> &'a str {
+pub(crate) fn asset_of<'a>(c: &'a ModbusConfig, r: &'a RegisterMap) -> &'a str {
     r.asset_id
         .as_deref()
         .or(c.asset_id.as_deref())

@@ -17,7 +17,9 @@
 //! reconnect.
 
 use plantd_model::Timestamp;
-use plantd_model::data_source::{MqttConfig, parse_url};
+use plantd_model::data_source::{
+    BrowseEntry, BrowseError, MqttConfig, check_topic_filter, parse_url,
+};
 use plantd_model::telemetry::Quality;
 use rumqttc::{
     AsyncClient, ConnectReturnCode, ConnectionError, Event, MqttOptions, Packet, QoS,
@@ -26,6 +28,7 @@ use rumqttc::{
 use serde_json::Value;
 use std::collections::HashSet;
 use std::sync::Arc;
+
 use std::time::Duration;
 
 use crate::net::{describe_io_error, host_port};
@@ -388,6 +391,111 @@ pub async fn probe(c: &MqttConfig) -> Result<String, String> {
     .unwrap_or_else(|_| Err(crate::net::timed_out(&addr)));
     let _ = client.try_disconnect();
     outcome
+}
+
+/// Topics one browse reports at most.
+const MAX_BROWSED_TOPICS: usize = 1_000;
+/// Characters of a payload shown as its sample.
+const SAMPLE_CHARS: usize = 256;
+
+/// Listens to `filter` on the broker for `window` (from its SUBACK; retained messages arrive
+/// at once): each topic seen, with its latest payload, when it came and how many came.
+pub async fn listen(
+    c: &MqttConfig,
+    filter: &str,
+    window: Duration,
+) -> Result<Vec<BrowseEntry>, BrowseError> {
+    check_topic_filter(filter).map_err(|e| BrowseError::BadNode(format!("'{filter}' {e}")))?;
+    let nonce = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let (mut opts, addr) = options(
+        c,
+        &format!("plantd-browse-{}-{nonce:08x}", std::process::id()),
+    )
+    .map_err(BrowseError::Device)?;
+    opts.set_clean_session(true);
+    let (client, mut events) = AsyncClient::new(opts, 16);
+    let mut seen: std::collections::BTreeMap<String, (Vec<u8>, Timestamp, u64)> =
+        std::collections::BTreeMap::new();
+    let outcome = async {
+        // Connected and subscribed, within the probe's time.
+        tokio::time::timeout(crate::net::PROBE_TIMEOUT, async {
+            loop {
+                match events.poll().await.map_err(|e| describe(&e, &addr))? {
+                    Event::Incoming(Packet::ConnAck(ack)) => {
+                        if ack.code != ConnectReturnCode::Success {
+                            return Err(describe(
+                                &ConnectionError::ConnectionRefused(ack.code),
+                                &addr,
+                            ));
+                        }
+                        client
+                            .try_subscribe(filter, QoS::AtMostOnce)
+                            .map_err(|e| format!("cannot subscribe to {filter}: {e}"))?;
+                    }
+                    Event::Incoming(Packet::SubAck(ack)) => {
+                        if ack
+                            .return_codes
+                            .iter()
+                            .any(|r| matches!(r, rumqttc::SubscribeReasonCode::Failure))
+                        {
+                            return Err(format!("the broker refused a subscription to {filter}"));
+                        }
+                        return Ok(());
+                    }
+                    _ => {}
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| Err(crate::net::timed_out(&addr)))?;
+        let until = tokio::time::Instant::now() + window;
+        loop {
+            let event = match tokio::time::timeout_at(until, events.poll()).await {
+                Err(_) => return Ok(()),
+                Ok(e) => e.map_err(|e| describe(&e, &addr))?,
+            };
+            if let Event::Incoming(Packet::Publish(p)) = event {
+                let now = Timestamp::now();
+                let room = seen.len() < MAX_BROWSED_TOPICS;
+                match seen.get_mut(&p.topic) {
+                    Some(entry) => *entry = (p.payload.to_vec(), now, entry.2 + 1),
+                    None if room => {
+                        seen.insert(p.topic, (p.payload.to_vec(), now, 1));
+                    }
+                    None => {}
+                }
+            }
+        }
+    }
+    .await;
+    let _ = client.try_disconnect();
+    outcome.map_err(BrowseError::Device)?;
+    Ok(seen
+        .into_iter()
+        .map(|(topic, (payload, at, count))| {
+            let last = topic.rsplit('/').next().unwrap_or_default().to_string();
+            let mut e = BrowseEntry::new(topic.clone(), last, topic, "Topic");
+            let (kind, sample) = match std::str::from_utf8(&payload) {
+                Ok(text) => (
+                    if serde_json::from_str::<Value>(text).is_ok() {
+                        "json"
+                    } else {
+                        "text"
+                    },
+                    text.chars().take(SAMPLE_CHARS).collect(),
+                ),
+                Err(_) => ("binary", format!("{} bytes of binary data", payload.len())),
+            };
+            e.data_type = Some(kind.into());
+            e.sample = Some(sample);
+            e.seen_at = Some(at);
+            e.messages = Some(count);
+            e
+        })
+        .collect())
 }
 
 #[cfg(test)]

@@ -40,7 +40,7 @@ use crate::net::{dial, host_port};
 use crate::sink::Sink;
 
 /// Each step of connecting (dial, endpoints, session) may take this long.
-const STEP_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const STEP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Monitored items created per request.
 const ITEMS_PER_REQUEST: usize = 1000;
 /// Variables one source subscribes to at most.
@@ -82,8 +82,8 @@ async fn client(pki_dir: &Path) -> Result<Client, String> {
 }
 
 /// An open session and the task driving it. Dropping it closes the session in the background.
-struct Connected {
-    session: Arc<Session>,
+pub(crate) struct Connected {
+    pub(crate) session: Arc<Session>,
     driver: Option<tokio::task::JoinHandle<()>>,
     lost: oneshot::Receiver<StatusCode>,
     /// `mode/policy` of the session.
@@ -107,7 +107,7 @@ impl Drop for Connected {
 }
 
 /// Dials, picks the endpoint matching the configured security, and opens a session.
-async fn connect(c: &OpcuaConfig, pki_dir: &Path) -> Result<Connected, String> {
+pub(crate) async fn connect(c: &OpcuaConfig, pki_dir: &Path) -> Result<Connected, String> {
     let url = parse_url(&c.endpoint).map_err(|e| format!("endpoint {e}"))?;
     let addr = host_port(&url.host, url.port.unwrap_or(4840));
     let policy = SecurityPolicy::from_str(&c.security_policy).unwrap_or(SecurityPolicy::Unknown);
@@ -281,7 +281,7 @@ struct Tag {
 }
 
 /// Data types stored as numbers: Boolean, SByte..Double, Number, Integer, UInteger, Duration.
-fn numeric_type(dt: &NodeId) -> bool {
+pub(crate) fn numeric_type(dt: &NodeId) -> bool {
     dt.namespace == 0
         && matches!(&dt.identifier, ::opcua::types::Identifier::Numeric(n) if matches!(n, 1..=11 | 26..=28 | 290))
 }

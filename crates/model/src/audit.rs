@@ -158,6 +158,7 @@ audit_events! {
     DataSourceUpdate => "data_source.update", DataSources, "data_source", Info;
     DataSourceDelete => "data_source.delete", DataSources, "data_source", Info;
     DataSourceTest => "data_source.test", DataSources, "data_source", Info;
+    DataSourceBrowse => "data_source.browse", DataSources, "data_source", Info;
 
     DashboardList => "dashboard.list", Dashboards, "dashboard", Info;
     DashboardCreate => "dashboard.create", Dashboards, "dashboard", Info;

@@ -394,6 +394,24 @@ impl Queries<'_> {
             .collect()
     }
 
+    /// The series linked to a data source: (asset, tag).
+    pub async fn series_of_source(
+        &self,
+        org_id: &str,
+        data_source_id: &str,
+    ) -> Result<Vec<(String, String)>> {
+        let rows = sqlx::query(
+            "SELECT asset_id, tag_name FROM telemetry_series WHERE org_id = $1 AND data_source_id = $2",
+        )
+        .bind(org_id)
+        .bind(data_source_id)
+        .fetch_all(self.0)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("asset_id")?, r.try_get("tag_name")?)))
+            .collect()
+    }
+
     /// Every series of the organization with its data source, by asset and tag name.
     pub async fn series_sources(
         &self,

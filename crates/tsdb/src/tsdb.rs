@@ -204,6 +204,18 @@ impl Tsdb {
             .await
     }
 
+    /// The series (asset, tag) linked to a data source.
+    pub async fn series_of_source(
+        &self,
+        org_id: &str,
+        data_source_id: &str,
+    ) -> Result<Vec<(String, String)>> {
+        self.upgrade().await?;
+        Queries(self.shared.store.pool())
+            .series_of_source(org_id, data_source_id)
+            .await
+    }
+
     /// Every series of the organization: asset, tag and the data source it is linked to
     /// (`None`: points that came through the API), by asset and tag name.
     pub async fn series_sources(

@@ -1,5 +1,6 @@
 //! Data sources: their status and tags, test, enable or disable and delete, and a create form
-//! per protocol. Changes go through `/v1` from the forms.
+//! per protocol; a source's browse page (what the device offers, and choosing what is
+//! collected: `assets/browse.js`). Changes go through `/v1` from the forms.
 
 use axum::extract::State;
 use axum::response::Response;
@@ -8,8 +9,8 @@ use plantd_model::Scope;
 use plantd_model::data_source::DataSourceStatus;
 
 use super::browser::Browser;
-use super::kit::{OrPage, field, input};
-use super::layout::shell;
+use super::kit::{OrPage, PathId, field, input};
+use super::layout::{shell, shell_titled};
 use crate::state::AppState;
 
 /// The create form of one protocol: `config.*` fields become the `config` object.
@@ -50,7 +51,7 @@ pub(crate) async fn page(
                 tbody {
                     @for s in sources.iter() {
                         tr data-source-id=(s.id) {
-                            td { (s.name) }
+                            td { @if write { a href=(format!("/data-sources/{}", s.id)) title="Browse what it offers and choose what is collected" { (s.name) } } @else { (s.name) } }
                             td { (s.source_type.as_str()) }
                             td { code { (s.endpoint) } }
                             td {
@@ -107,4 +108,73 @@ pub(crate) async fn page(
         }
     };
     Ok(shell(&browser, body, &[]))
+}
+
+/// One source: what the device offers, level by level, and what is collected (OPC UA: a tree
+/// whose variables can be chosen, saved as `config.nodes`; MQTT: the topics heard while
+/// listening, saved as `config.topics`; Modbus: the register map).
+pub(crate) async fn browse(
+    State(state): State<AppState>,
+    browser: Browser,
+    PathId(id): PathId,
+) -> Result<Response, Response> {
+    let s = state
+        .app
+        .data_source(browser.org_id(), &id)
+        .await
+        .or_page(&browser)?;
+    let kind = s.source_type.as_str();
+    let body = html! {
+        div class="page-head" {
+            h1 { (s.name) }
+            a class="button" href="/data-sources" { "All data sources" }
+        }
+        p class="quiet" {
+            (kind) " · " code { (s.endpoint) } " · "
+            @if !s.enabled { span class="badge stale" { "○ disabled" } }
+            @else if s.status == DataSourceStatus::Connected { span class="badge ok" { "● connected" } }
+            @else { span class="badge warning" { "◆ disconnected" } }
+            " · " (s.tag_count) " tags"
+        }
+        div id="browse" data-source-id=(s.id) data-type=(kind) {
+            @match kind {
+                "opcua" => {
+                    p { "The server's objects and variables, as the connector names them (asset = the object, tag = the variable). Open an object to see what is under it; tick the variables to collect, then save. Only numbers and booleans can be collected." }
+                    p id="browse-mode" class="quiet" {}
+                    div class="browse-actions" {
+                        button type="button" id="browse-save" class="primary" disabled { "Collect the ticked variables" }
+                        button type="button" id="browse-auto" { "Collect everything under the root node" }
+                    }
+                    ul id="browse-tree" class="tree" role="tree" aria-label="Address space" {}
+                }
+                "mqtt" => {
+                    p { "The topics the broker carries, heard while listening (retained messages arrive at once). Tick the topics to collect, then save: they replace the source's topic filters." }
+                    form id="browse-listen" class="filters" {
+                        label for="browse-filter" { "Topic filter" }
+                        input id="browse-filter" name="node" value="#" maxlength="1024";
+                        label for="browse-seconds" { "Seconds" }
+                        input id="browse-seconds" name="listen_seconds" type="number" min="1" max="30" value="5";
+                        button type="submit" { "Listen" }
+                    }
+                    div class="browse-actions" {
+                        button type="button" id="browse-save" class="primary" disabled { "Collect the ticked topics" }
+                    }
+                    table class="list" id="browse-topics" {
+                        thead { tr { th scope="col" { "Collect" } th scope="col" { "Topic" } th scope="col" { "Payload" } th scope="col" class="num" { "Messages" } th scope="col" { "Latest" } } }
+                        tbody {}
+                    }
+                }
+                _ => {
+                    p { "A Modbus device does not describe itself: these are the registers the source's map reads. Change the map with " code { "PUT /v1/data-sources/" (s.id) } " (" code { "config.registers" } ")." }
+                    table class="list" id="browse-registers" {
+                        thead { tr { th scope="col" { "Register" } th scope="col" { "Type" } th scope="col" { "Asset" } th scope="col" { "Tag" } } }
+                        tbody {}
+                    }
+                }
+            }
+            p class="form-error" id="browse-error" role="alert" {}
+            p class="quiet" id="browse-status" aria-live="polite" {}
+        }
+    };
+    Ok(shell_titled(&browser, &s.name, body, &["browse.js"]))
 }

@@ -31,7 +31,7 @@ use crate::state::AppState;
 const ADMINS_ONLY: &str = "this page is for owners and admins";
 
 /// Every page of the console, in navigation order.
-pub(crate) static PAGES: [ConsolePage; 11] = [
+pub(crate) static PAGES: [ConsolePage; 12] = [
     ConsolePage {
         path: "/",
         title: "Overview",
@@ -90,6 +90,17 @@ pub(crate) static PAGES: [ConsolePage; 11] = [
         nav: true,
         needs: None,
         route: || get(data_sources::page),
+    },
+    ConsolePage {
+        path: "/data-sources/{id}",
+        title: "Browse a data source",
+        section: "/data-sources",
+        nav: false,
+        needs: Some((
+            Scope::WriteAssets,
+            "your role does not allow browsing devices or choosing what they collect",
+        )),
+        route: || get(data_sources::browse),
     },
     ConsolePage {
         path: "/api-keys",
@@ -158,7 +169,7 @@ pub fn router(state: AppState) -> Router<AppState> {
 }
 
 /// The embedded files: path under `/assets/`, content type, bytes.
-const ASSETS: [(&str, &str, &[u8]); 9] = [
+const ASSETS: [(&str, &str, &[u8]); 10] = [
     (
         "docs.css",
         "text/css; charset=utf-8",
@@ -178,6 +189,11 @@ const ASSETS: [(&str, &str, &[u8]); 9] = [
         "console.js",
         "text/javascript; charset=utf-8",
         include_bytes!("../../assets/console.js"),
+    ),
+    (
+        "browse.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../../assets/browse.js"),
     ),
     (
         "dashboard.js",

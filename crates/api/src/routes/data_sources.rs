@@ -7,9 +7,9 @@ use plantd_app::data_sources::{DataSourceUpdate, NewDataSource};
 use plantd_model::Scope::{ReadAssets, WriteAssets};
 use plantd_model::Timestamp;
 use plantd_model::audit::AuditEvent;
-use plantd_model::data_source::{DataSource, DataSourceStatus, DataSourceType};
+use plantd_model::data_source::{BrowseEntry, DataSource, DataSourceStatus, DataSourceType};
 use plantd_model::page::PageMeta;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
@@ -44,6 +44,10 @@ pub(crate) fn routes() -> Vec<Route> {
         route!(
             test_data_source,
             Policy::scope(WriteAssets, AuditEvent::DataSourceTest)
+        ),
+        route!(
+            browse_data_source,
+            Policy::scope(WriteAssets, AuditEvent::DataSourceBrowse)
         ),
     ]
 }
@@ -203,4 +207,49 @@ async fn test_data_source(State(state): State<AppState>, r: ById) -> ApiResult<R
         target: probe.target,
         tested_at: Timestamp::now(),
     }))
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct BrowseQuery {
+    /// OPC UA: the node whose children to list (default the source's `root_node`, else the
+    /// Objects folder); MQTT: a topic filter (default `#`); Modbus: leave out.
+    pub node: Option<String>,
+    /// MQTT: seconds to listen, 1 to 30 (default 3).
+    pub listen_seconds: Option<u64>,
+}
+
+/// One level of what the source offers: OPC UA objects and variables, the Modbus register
+/// map, the topics an MQTT broker carries; each says whether it is collected now. Asks the
+/// device (`write:assets`, as the connection test: a browse reads what the source's
+/// credentials can see).
+#[utoipa::path(get, path = "/data-sources/{id}/browse", tag = "data-sources",
+    params(("id" = String, Path), BrowseQuery),
+    responses((status = 200, body = Data<Vec<BrowseEntry>>),
+        (status = 409, description = "The device could not be reached or asked (`device_unavailable`)")))]
+async fn browse_data_source(
+    State(state): State<AppState>,
+    r: ById,
+    ValidQuery(q): ValidQuery<BrowseQuery>,
+) -> ApiResult<Response> {
+    let listen = match q.listen_seconds {
+        None => 3,
+        Some(n @ 1..=30) => n,
+        Some(_) => {
+            return Err(ApiError::validation(
+                "listen_seconds",
+                "must be 1 to 30".to_string(),
+            ));
+        }
+    };
+    let entries = state
+        .app
+        .browse_data_source(
+            r.org(),
+            &r.id,
+            q.node.as_deref().filter(|n| !n.is_empty()),
+            std::time::Duration::from_secs(listen),
+        )
+        .await?;
+    Ok(ok(entries))
 }

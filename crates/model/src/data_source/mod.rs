@@ -5,11 +5,13 @@
 //! This file holds the record, the per-type dispatch of validation and the config reader the
 //! protocols share; each protocol's config and checks live in their own file.
 
+mod browse;
 mod modbus;
 mod mqtt;
 mod opcua;
 mod url;
 
+pub use browse::{BrowseEntry, BrowseError};
 pub use modbus::{ModbusConfig, RegisterKind, RegisterMap, RegisterType, WordOrder};
 pub use mqtt::{MqttConfig, check_topic_filter};
 pub use opcua::{NodeMap, OpcuaConfig, check_node_id};

@@ -67,6 +67,7 @@ async fn the_console_in_a_real_browser() {
         "alert_acknowledged",
         "overview_live",
         "overview_search_live",
+        "data_source_browsed",
         "no_console_errors",
     ] {
         assert!(

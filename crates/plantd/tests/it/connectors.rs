@@ -1215,3 +1215,300 @@ async fn tags_carry_what_the_device_says_they_measure() {
     assert_eq!(none.json["meta"]["total"], 0);
     sim.stop();
 }
+
+async fn browse(app: &TestApp, id: &str, query: &str) -> plantd_test_support::Reply {
+    app.get(&format!("/data-sources/{id}/browse{query}"), &app.admin_key)
+        .await
+}
+
+fn entry<'a>(entries: &'a Value, name: &str) -> &'a Value {
+    entries
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["browse_name"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {entries}"))
+}
+
+/// Browsing a source: the simulator's address space level by level (objects to open, variables
+/// with their data types, named as the connector stores them, and whether they are collected);
+/// choosing variables (`config.nodes`) changes what is collected; bad nodes, unknown nodes and
+/// unreachable devices are clear refusals; a Modbus source shows its register map; another
+/// organization's source is missing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn browsing_a_source_shows_what_it_offers_and_choosing_changes_what_is_collected() {
+    let sim = start_sim("browse", 0, 0);
+    let endpoint = format!("opc.tcp://127.0.0.1:{}/", sim.opcua_port);
+    let app = spawn_app().await;
+    let k = app.admin_key.clone();
+    let id = create_source(
+        &app,
+        json!({"name": "sim", "type": "opcua", "config": {"endpoint": endpoint}}),
+    )
+    .await;
+    wait_for(
+        "Pump_01 / Vibration_X stored from the source",
+        60,
+        || async {
+            let r = app.get("/assets/Pump_01/tags/Vibration_X", &k).await;
+            (r.json["data"]["has_data"] == true).then_some(())
+        },
+    )
+    .await;
+
+    let objects = browse(&app, &id, "").await.expect(200).json["data"].clone();
+    let simulation = entry(&objects, "Simulation");
+    assert_eq!(simulation["node_class"], "Object", "{objects}");
+    assert_eq!(simulation["has_children"], true);
+    let node = simulation["node_id"].as_str().unwrap().to_string();
+    let assets = browse(&app, &id, &format!("?node={}", urlencode(&node)))
+        .await
+        .expect(200)
+        .json["data"]
+        .clone();
+    let pump = entry(&assets, "Pump_01")["node_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let vars = browse(&app, &id, &format!("?node={}", urlencode(&pump)))
+        .await
+        .expect(200)
+        .json["data"]
+        .clone();
+    let vib = entry(&vars, "Vibration_X");
+    assert_eq!(vib["node_class"], "Variable");
+    assert_eq!(vib["data_type"], "Double", "{vib}");
+    assert_eq!(vib["numeric"], true);
+    assert_eq!(
+        (vib["asset_id"].as_str(), vib["tag_name"].as_str()),
+        (Some("Pump_01"), Some("Vibration_X"))
+    );
+    assert_eq!(vib["collected"], true, "browsing from the root collects it");
+    let vib_node = vib["node_id"].as_str().unwrap().to_string();
+
+    // Choose one variable: only it is collected from now on.
+    let mut config = source(&app, &id).await["config"].clone();
+    config["nodes"] =
+        json!([{"node_id": vib_node, "asset_id": "Pump_01", "tag_name": "Vibration_X"}]);
+    app.put(
+        &format!("/data-sources/{id}"),
+        &k,
+        json!({ "config": config }),
+    )
+    .await
+    .expect(200);
+    let vars = browse(&app, &id, &format!("?node={}", urlencode(&pump)))
+        .await
+        .expect(200)
+        .json["data"]
+        .clone();
+    assert_eq!(entry(&vars, "Vibration_X")["collected"], true);
+    assert_eq!(entry(&vars, "Motor_Speed")["collected"], false, "{vars}");
+    wait_for("the source to collect the one variable", 60, || async {
+        let s = source(&app, &id).await;
+        (s["status"] == "connected" && s["tag_count"] == 1).then_some(())
+    })
+    .await;
+
+    // Refusals.
+    let bad = browse(&app, &id, "?node=not%20a%20node").await.expect(400);
+    assert_eq!(bad.json["error"]["details"][0]["field"], "node");
+    browse(&app, &id, "?node=ns%3D2%3Bs%3DNo_such_node")
+        .await
+        .expect(404);
+    let down = create_source(
+        &app,
+        json!({"name": "down", "type": "opcua", "enabled": false, "config": {"endpoint": "opc.tcp://127.0.0.1:1/"}}),
+    )
+    .await;
+    let r = browse(&app, &down, "").await.expect(409);
+    assert_eq!(r.json["error"]["code"], "device_unavailable");
+    assert!(
+        r.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("127.0.0.1:1"),
+        "{}",
+        r.json
+    );
+    browse(&app, &id, "?listen_seconds=0").await.expect(400);
+
+    // Modbus: the register map.
+    let modbus = create_source(
+        &app,
+        json!({"name": "plc", "type": "modbus", "enabled": false, "config": {"host": "127.0.0.1",
+            "port": sim.modbus_port, "asset_id": "Pump_01", "registers": [
+            {"tag_name": "Vibration_X", "kind": "input", "address": 0, "data_type": "f32"},
+            {"tag_name": "Running", "kind": "coil", "address": 0, "data_type": "bool"}]}}),
+    )
+    .await;
+    let map = browse(&app, &modbus, "").await.expect(200).json["data"].clone();
+    assert_eq!(entry(&map, "Vibration_X")["node_id"], "input:0", "{map}");
+    assert_eq!(entry(&map, "Running")["data_type"], "bool");
+    assert_eq!(entry(&map, "Running")["asset_id"], "Pump_01");
+    browse(&app, &modbus, "?node=x").await.expect(400);
+
+    // Tenancy, and the scope: browsing asks the device with the source's credentials.
+    let (_, other) = app
+        .other_org("Other plant", plantd_model::Tier::Starter)
+        .await;
+    app.get(&format!("/data-sources/{id}/browse"), &other)
+        .await
+        .expect(404);
+    let reader = app.key(&[plantd_model::Scope::ReadAssets]).await;
+    app.get(&format!("/data-sources/{id}/browse"), &reader)
+        .await
+        .expect(403);
+    sim.stop();
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Browsing an independent OPC UA server (python asyncua): objects under Objects, a Double and
+/// a String variable (the String not a number plantd can store), a nested object.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn browsing_an_independent_opcua_server() {
+    let Some(python) = plantd_test_support::peer(
+        "PLANTD_TEST_PYTHON_OPCUA",
+        "to a python3 with asyncua installed",
+    ) else {
+        return;
+    };
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/interop/opcua_server.py");
+    let mut server = ServerProcess::launch(
+        &python,
+        &[script.to_str().unwrap(), &port.to_string()],
+        "ready",
+    );
+    let app = spawn_app().await;
+    let id = create_source(
+        &app,
+        json!({"name": "boiler", "type": "opcua", "enabled": false,
+            "config": {"endpoint": format!("opc.tcp://127.0.0.1:{port}/")}}),
+    )
+    .await;
+    let objects = browse(&app, &id, "").await.expect(200).json["data"].clone();
+    let boiler = entry(&objects, "Boiler")["node_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let level = browse(&app, &id, &format!("?node={}", urlencode(&boiler)))
+        .await
+        .expect(200)
+        .json["data"]
+        .clone();
+    let t = entry(&level, "Temperature");
+    assert_eq!(
+        (t["data_type"].as_str(), t["numeric"].as_bool()),
+        (Some("Double"), Some(true)),
+        "{level}"
+    );
+    assert_eq!(t["asset_id"], "Boiler");
+    let label = entry(&level, "Label");
+    assert_eq!(
+        (label["data_type"].as_str(), label["numeric"].as_bool()),
+        (Some("String"), Some(false))
+    );
+    let burner = entry(&level, "Burner");
+    assert_eq!(
+        (
+            burner["node_class"].as_str(),
+            burner["has_children"].as_bool()
+        ),
+        (Some("Object"), Some(true))
+    );
+    let inner = browse(
+        &app,
+        &id,
+        &format!("?node={}", urlencode(burner["node_id"].as_str().unwrap())),
+    )
+    .await
+    .expect(200)
+    .json["data"]
+        .clone();
+    assert_eq!(entry(&inner, "Flame")["data_type"], "Boolean");
+    server.stop("KILL");
+}
+
+/// Browsing an MQTT source: the topics the broker carries under a filter while listening
+/// (retained messages at once), with a sample payload, and whether the source's topic filters
+/// collect them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn browsing_an_mqtt_broker_lists_the_topics_it_carries() {
+    let Some(url) = plantd_test_support::peer(
+        "PLANTD_TEST_MQTT_URL",
+        "(e.g. mqtt://127.0.0.1:1883) to run against a broker",
+    ) else {
+        return;
+    };
+    let broker = plantd_model::data_source::parse_url(&url).unwrap();
+    let prefix = format!("plantd-browse-{}", unique_name());
+    let client = publisher(&broker).await;
+    for (topic, payload) in [
+        (
+            format!("{prefix}/line1/temp"),
+            r#"{"value": 21.5}"#.to_string(),
+        ),
+        (format!("{prefix}/line2/state"), "running".to_string()),
+    ] {
+        client
+            .publish(topic, rumqttc::QoS::AtLeastOnce, true, payload)
+            .await
+            .unwrap();
+    }
+    let app = spawn_app().await;
+    let id = create_source(
+        &app,
+        json!({"name": "broker", "type": "mqtt", "enabled": false, "config": {
+            "broker_url": url, "topics": [format!("{prefix}/line1/#")]}}),
+    )
+    .await;
+    let q = format!(
+        "?node={}&listen_seconds=2",
+        urlencode(&format!("{prefix}/#"))
+    );
+    let topics = wait_for("both retained topics heard", 30, || async {
+        let r = browse(&app, &id, &q).await.expect(200);
+        (r.json["data"].as_array().unwrap().len() == 2).then_some(r.json["data"].clone())
+    })
+    .await;
+    let temp = entry(&topics, "temp");
+    assert_eq!(temp["node_id"], format!("{prefix}/line1/temp"));
+    assert_eq!(temp["node_class"], "Topic");
+    assert_eq!(temp["data_type"], "json");
+    assert_eq!(temp["sample"], r#"{"value": 21.5}"#);
+    assert_eq!(temp["collected"], true);
+    let state = entry(&topics, "state");
+    assert_eq!(
+        (state["data_type"].as_str(), state["collected"].as_bool()),
+        (Some("text"), Some(false))
+    );
+    browse(&app, &id, "?node=a/%23/b").await.expect(400);
+    browse(&app, &id, "?listen_seconds=31").await.expect(400);
+    // Clear the retained messages.
+    for t in ["line1/temp", "line2/state"] {
+        let _ = client
+            .publish(
+                format!("{prefix}/{t}"),
+                rumqttc::QoS::AtLeastOnce,
+                true,
+                Vec::<u8>::new(),
+            )
+            .await;
+    }
+}
