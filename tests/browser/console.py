@@ -84,6 +84,9 @@ def run(d):
     wait(d, lambda: d.current_url.endswith("/edit"))
     dash_id = d.current_url.split("/dashboards/")[1].split("/")[0]
     wait(d, lambda: d.execute_script("return !!window.plantdEditor"))
+    # Ready when the connector has read what the simulator says Vibration_X measures.
+    wait(d, lambda: ((api(d, "GET", "/v1/assets/Pump_01/tags/Vibration_X")["json"] or {}).get("data") or {})
+         .get("unit") == "mm/s", timeout=60)
     add_line_chart(d)
     saved = d.execute_async_script(
         "const done = arguments[0]; window.plantdEditor.save().then(() => done(true), e => done(String(e)));")
@@ -93,6 +96,7 @@ def run(d):
     charts = [w for w in widgets if w["type"] == "line_chart"]
     assert charts and charts[0]["query"]["asset_id"] == "Pump_01", widgets
     assert "Vibration_X" in charts[0]["query"]["tags"], widgets
+    assert charts[0]["options"]["unit"] == "mm/s" and charts[0]["options"]["max"] == 10, widgets
     ok("dashboard_created")
 
     # The view draws the history, then points arriving on the WebSocket, without a reload.
@@ -217,6 +221,14 @@ def add_line_chart(d):
     tags = form.find_element(By.CSS_SELECTOR, "[data-key='query.tags']")
     tags.send_keys("Vibration_X\n")
     wait(d, lambda: "Vibration_X" in json.dumps(d.execute_script("return window.plantdEditor.model()")))
+    # The first tag brings its unit and engineering range (the simulator publishes them).
+    def chart_options():
+        ws = d.execute_script("return window.plantdEditor.model()")["widgets"]
+        return next((w.get("options", {}) for w in ws if w["type"] == "line_chart" and "Vibration_X" in w["query"]["tags"]), {})
+    wait(d, lambda: chart_options().get("unit") == "mm/s")
+    assert (chart_options().get("min"), chart_options().get("max")) == (0, 10), chart_options()
+    wait(d, lambda: d.execute_script(
+        "const u = document.querySelector(\"#widget-form [data-key='options.unit']\"); return u && u.value === 'mm/s'"))
 
 
 if __name__ == "__main__":

@@ -620,6 +620,7 @@
       if (!v || tags.includes(v) || tags.length >= MAX_TAGS) return;
       on('query.tags', () => { tags.push(v); }, true)({ target: input });
       announce('Tag ' + v + ' added.');
+      if (tags.length === 1) tagDefaults(w, v);
     };
     input.addEventListener('keydown', (e) => { if (e.key === 'Enter') { e.preventDefault(); add(); } });
     input.addEventListener('change', add);
@@ -645,6 +646,31 @@
     const btn = el('button', { type: 'button', class: 'small', text: 'Add tag', 'data-key': 'query.tags.add', disabled: tags.length >= MAX_TAGS, on: { click: add } });
     return el('div', { class: 'field', 'data-field': 'query.tags' }, [el('label', { for: input.id, text: 'Tags (' + tags.length + ' of ' + MAX_TAGS + ')' }),
       list, input, el('span', null, [btn]), hint, err]);
+  }
+
+  // A widget's first tag brings what the tag says it measures (GET /v1/assets/{asset}/tags/{tag}):
+  // its unit, and its engineering range as min and max, where the widget has none of its own.
+  async function tagDefaults(w, tag) {
+    const asset = w.query.asset_id;
+    if (!asset || asset.startsWith('$')) return;
+    let d;
+    try {
+      const res = await fetch('/v1/assets/' + encodeURIComponent(asset) + '/tags/' + encodeURIComponent(tag),
+        { credentials: 'same-origin', headers: { Accept: 'application/json' } });
+      if (!res.ok) return;
+      d = (await res.json()).data;
+    } catch (e) { return; }
+    if (!d || w.query.asset_id !== asset || w.query.tags[0] !== tag) return;
+    const took = [];
+    if (uses(w, 'unit') && !w.options.unit && d.unit && d.unit.length <= 16) { w.options.unit = d.unit; took.push('unit ' + d.unit); }
+    if (uses(w, 'minmax') && d.eu_range && w.options.min == null && w.options.max == null) {
+      w.options.min = d.eu_range.low; w.options.max = d.eu_range.high;
+      took.push('range ' + d.eu_range.low + ' to ' + d.eu_range.high);
+    }
+    if (!took.length) return;
+    markDirty(); updateCard(w);
+    if (selected === w.id) renderForm();
+    announce('From the tag\u2019s description: ' + took.join(', ') + '.');
   }
 
   function thresholdsField(w, on) {
