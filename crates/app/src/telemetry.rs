@@ -587,3 +587,92 @@ impl App {
             .collect())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn source(
+        kind: DataSourceType,
+        status: DataSourceStatus,
+        config: serde_json::Value,
+    ) -> DataSource {
+        DataSource {
+            id: "ds".into(),
+            org_id: "org".into(),
+            name: "plc".into(),
+            source_type: kind,
+            endpoint: "x".into(),
+            status,
+            tag_count: 1,
+            enabled: true,
+            last_error: None,
+            config,
+            created_at: Timestamp::from_millis(0),
+            updated_at: Timestamp::from_millis(0),
+        }
+    }
+
+    /// Whether a value measured at 0 is stale `after_ms` later, as `source` confirms it.
+    fn stale(source: Option<&DataSource>, quality: Quality, after_ms: i64) -> bool {
+        let v = LatestValue {
+            tag_name: "Motor_Speed".into(),
+            value: 2950.0,
+            timestamp: Timestamp::from_millis(1_000_000),
+            quality,
+        };
+        Reading::of(v, source, Timestamp::from_millis(1_000_000 + after_ms)).stale
+    }
+
+    /// The age of a value says nothing while its source confirms it: a constant OPC UA value
+    /// stays fresh for as long as the subscription lives (10 minutes and a day here), and turns
+    /// stale as soon as the source is disconnected or the quality is not good. Polled and
+    /// published values turn stale after their window.
+    #[test]
+    fn a_value_is_stale_when_its_source_stops_confirming_it() {
+        let opcua = source(
+            DataSourceType::Opcua,
+            DataSourceStatus::Connected,
+            json!({}),
+        );
+        for after in [0, 10 * 60_000, 86_400_000] {
+            assert!(!stale(Some(&opcua), Quality::Good, after), "{after} ms");
+        }
+        assert!(stale(Some(&opcua), Quality::Uncertain, 0));
+        let lost = source(
+            DataSourceType::Opcua,
+            DataSourceStatus::Disconnected,
+            json!({}),
+        );
+        assert!(stale(Some(&lost), Quality::Good, 0));
+        let mut off = opcua.clone();
+        off.enabled = false;
+        assert!(stale(Some(&off), Quality::Good, 0));
+
+        // Modbus: three missed polls, at least 5 s and at most 30 s unless polls are slower.
+        let fast = source(
+            DataSourceType::Modbus,
+            DataSourceStatus::Connected,
+            json!({"poll_interval_ms": 1000}),
+        );
+        assert!(!stale(Some(&fast), Quality::Good, 5_000));
+        assert!(stale(Some(&fast), Quality::Good, 5_001));
+        let slow = source(
+            DataSourceType::Modbus,
+            DataSourceStatus::Connected,
+            json!({"poll_interval_ms": 60_000}),
+        );
+        assert!(!stale(Some(&slow), Quality::Good, 61_000));
+        assert!(stale(Some(&slow), Quality::Good, 61_001));
+
+        // MQTT: the source's stale_after_seconds, default 30.
+        let mqtt = source(DataSourceType::Mqtt, DataSourceStatus::Connected, json!({}));
+        assert!(!stale(Some(&mqtt), Quality::Good, 30_000));
+        assert!(stale(Some(&mqtt), Quality::Good, 30_001));
+
+        // Points sent through the API: fresh for 5 minutes.
+        assert!(!stale(None, Quality::Good, API_STALE_AFTER_MS));
+        assert!(stale(None, Quality::Good, API_STALE_AFTER_MS + 1));
+    }
+}
