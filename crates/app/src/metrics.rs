@@ -1,7 +1,7 @@
 //! The server's own metrics in Prometheus' text format (`GET /metrics`): requests and their
 //! latency by route and status, ingest points and batches, queues (the group commit, the alert
 //! outbox, webhook and notification deliveries), connectors by state and their reconnects, the
-//! sealer's backlog, the database pool and live-stream clients. They are recorded through the
+//! flusher's and the sealer's backlogs, the database pool and live-stream clients. They are recorded through the
 //! `metrics` facade into one Prometheus recorder per process (the facade's recorder is the
 //! process's, as its logger is); gauges whose truth is in the database are read when scraped.
 
@@ -20,7 +20,7 @@ const BUCKETS: [f64; 14] = [
 static RECORDER: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
 /// Every metric: name, kind and what it counts (its `# HELP`).
-const METRICS: [(&str, Kind, &str); 14] = [
+const METRICS: [(&str, Kind, &str); 15] = [
     (
         "plantd_http_requests_total",
         Kind::Counter,
@@ -45,6 +45,11 @@ const METRICS: [(&str, Kind, &str); 14] = [
         "plantd_ingest_queue_batches",
         Kind::Gauge,
         "Batches waiting for the group-commit writer",
+    ),
+    (
+        "plantd_telemetry_log_points",
+        Kind::Gauge,
+        "Acknowledged points in the telemetry log, not yet written into blocks by the flusher",
     ),
     (
         "plantd_telemetry_unsealed_blocks",
@@ -133,6 +138,7 @@ impl App {
         })?;
         let store = self.store();
         metrics::gauge!("plantd_ingest_queue_batches").set(self.tsdb().queued_batches() as f64);
+        metrics::gauge!("plantd_telemetry_log_points").set(self.tsdb().log_backlog() as f64);
         metrics::gauge!("plantd_telemetry_unsealed_blocks")
             .set(self.tsdb().unsealed_blocks().await? as f64);
         metrics::gauge!("plantd_alert_outbox_events").set(store.outbox_depth().await? as f64);

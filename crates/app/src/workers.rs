@@ -53,8 +53,8 @@ impl Workers {
         if let Err(e) = self.app.usage().flush(self.app.store()).await {
             tracing::error!(error = %plantd_model::error_chain(&e), "could not write the last usage counts");
         }
-        // What the sealer would merge next, merged now: a stopped node leaves closed windows
-        // compressed.
+        // The telemetry log flushed and what the sealer would merge next merged now: a stopped
+        // node leaves its points in blocks and closed windows compressed.
         if let Err(e) = self.app.tsdb().seal().await {
             tracing::error!(error = %plantd_model::error_chain(&e), "could not seal telemetry blocks at stop");
         }

@@ -66,6 +66,13 @@ pub(crate) struct Options {
     /// Telemetry: only the ingest rows.
     #[arg(long)]
     pub(crate) ingest_only: bool,
+    /// Telemetry: the series counts of the plant-scale ingest rows (one point per series per
+    /// scan, 5,000-point batches), comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [10_usize, 1_000, 10_000, 100_000])]
+    pub(crate) series: Vec<usize>,
+    /// Telemetry: only the plant-scale rows (`--series`), without the batch-size rows.
+    #[arg(long)]
+    pub(crate) series_only: bool,
     /// The plantd binary to measure [default: the one beside plantd-bench].
     #[arg(long)]
     plantd: Option<PathBuf>,

@@ -288,7 +288,8 @@ pub async fn run(o: &Options) -> Result<()> {
                 .map(<[String]>::to_vec)
                 .collect();
         let base = now_ms() - 6 * DAY;
-        for batch in [1000_usize, 5000] {
+        let batches: &[usize] = if o.series_only { &[] } else { &[1000, 5000] };
+        for &batch in batches {
             // One writer, then `connections` writers, each with one batch in flight: more writers
             // add throughput and each ack waits behind the others' points (latency = points in
             // flight / throughput).
@@ -366,6 +367,7 @@ pub async fn run(o: &Options) -> Result<()> {
             );
         }
 
+        series_rows(o, name, &server, &ingest_keys).await?;
         if o.ingest_only {
             drop(server);
             drop_database(url.as_deref(), o.postgres_url.as_deref());
@@ -470,7 +472,138 @@ pub async fn run(o: &Options) -> Result<()> {
         "\ntargets (issue 3): ingest >= 500,000 points/s SQLite (stretch 1,000,000), >= 150,000 PostgreSQL, ack p99 < 50 ms;"
     );
     println!("avg 1h over 10M points p50 < 50 ms; latest p99 < 2 ms at load");
+    println!(
+        "targets (issue 27): at plant scale the ingest rate falls by at most half from 10 to 100,000 series"
+    );
     Ok(())
+}
+
+/// A batch of scans over `series` series (the plant's series `offset..offset + series`, asset
+/// `P<plant>_NNNNNN` of 10 tags `T0`..`T9`): `batch` points from the scans' `first_point`-th point
+/// on, one point per series per scan, scans `step` ms apart from `base`.
+fn scan_body(
+    (plant, series, offset): (usize, usize, usize),
+    first_point: usize,
+    batch: usize,
+    (base, step): (i64, i64),
+) -> Bytes {
+    let mut s = String::with_capacity(batch * 100);
+    s.push_str("{\"data\":[");
+    for i in 0..batch {
+        let n = first_point + i;
+        let (scan, k) = (n / series, offset + n % series);
+        if i > 0 {
+            s.push(',');
+        }
+        s.push_str(&format!(
+            "{{\"asset_id\":\"P{plant}_{:06}\",\"tag_name\":\"T{}\",\"value\":{},\"timestamp\":\"{}\"}}",
+            k / 10,
+            k % 10,
+            ((k * 7 + scan) % 1000) as f64 / 10.0,
+            rfc3339(base + scan as i64 * step)
+        ));
+    }
+    s.push_str("]}");
+    Bytes::from(s)
+}
+
+/// Ingest at plant scale: for each series count, the writers send scans (one point per series
+/// per scan, time moving forward, as connectors do) in 5,000-point batches for the row's
+/// duration; each writer sends its own share of the series. Prints the rate, the points the
+/// telemetry log still held at the end, and the server's peak memory.
+async fn series_rows(
+    o: &Options,
+    name: &str,
+    server: &Server,
+    ingest_keys: &[Vec<String>],
+) -> Result<()> {
+    const BATCH: usize = 5_000;
+    let writers = ingest_keys.len();
+    let mut first_rate = None;
+    let slot = 5 * DAY / o.series.len().max(1) as i64;
+    for (row_index, &series) in o.series.iter().enumerate() {
+        // Enough fresh scans for 1,000,000 points/s over the row, per writer; each writer's
+        // series are its own asset range, so writers never touch one series.
+        let per_writer =
+            (1_000_000 * o.duration.as_secs() as usize / writers).div_ceil(BATCH) * BATCH;
+        // Each row its own stretch of time (a series count given twice continues its plant).
+        let base = now_ms() - 6 * DAY + row_index as i64 * slot;
+        let bodies: Vec<Vec<Bytes>> = (0..writers)
+            .map(|c| {
+                let (from, to) = (c * series / writers, (c + 1) * series / writers);
+                let share = (to - from).max(1);
+                // Scans 1 s apart, closer for few series so that the row's points stay within
+                // its stretch of the last five days (inside the raw retention, before now).
+                let step = (slot / (per_writer / share).max(1) as i64).clamp(1, 1000);
+                (0..per_writer / BATCH)
+                    .map(|j| scan_body((series, share, from), j * BATCH, BATCH, (base, step)))
+                    .collect()
+            })
+            .collect();
+        let plantd = ingest_load(&server.addr, ingest_keys, bodies, BATCH, o.duration).await?;
+        let backlog = gauge(server, "plantd_telemetry_log_points")
+            .await
+            .unwrap_or(f64::NAN);
+        // The acks' rate may run ahead of the flusher by the log's backlog (at most its
+        // limit, then ingest waits): the rate sustained is over the row and the time the
+        // flusher then takes to write what is left.
+        let drained = std::time::Instant::now();
+        while gauge(server, "plantd_telemetry_log_points")
+            .await
+            .unwrap_or(0.0)
+            > 0.0
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        let drain = drained.elapsed().as_secs_f64();
+        let sustained =
+            plantd.per_second * o.duration.as_secs_f64() / (o.duration.as_secs_f64() + drain);
+        let rss = peak_rss_mb(server);
+        // Against the first row, rates sustained.
+        let ratio = first_rate.map(|r: f64| sustained / r);
+        first_rate.get_or_insert(sustained);
+        row(
+            name,
+            &format!("ingest, {series} series, 1 pt/series/scan"),
+            &format!("plantd HTTP, {writers} writers"),
+            &plantd,
+            "points/s",
+            ratio,
+        );
+        println!(
+            "{name:<11} (after the row: {backlog:.0} points waiting in the telemetry log, written in {drain:.1} s: {sustained:.0} points/s sustained; server peak RSS {rss} MB)"
+        );
+    }
+    Ok(())
+}
+
+/// A gauge of the server's `/metrics` (loopback needs no token).
+async fn gauge(server: &Server, metric: &str) -> Result<f64> {
+    let mut sender = connect(&server.addr).await?;
+    let probe = crate::harness::Probe {
+        authorization: String::new(),
+        ..crate::harness::Probe::get("/metrics", "")
+    };
+    let (status, body) = probe.call(&mut sender, &server.addr).await?;
+    if status != 200 {
+        bail!("/metrics answered {status}");
+    }
+    let text = String::from_utf8_lossy(&body);
+    text.lines()
+        .find_map(|l| l.strip_prefix(metric).and_then(|v| v.trim().parse().ok()))
+        .ok_or_else(|| anyhow::anyhow!("no {metric} in /metrics"))
+}
+
+/// The server process's peak resident memory (VmHWM), in MB.
+fn peak_rss_mb(server: &Server) -> String {
+    std::fs::read_to_string(format!("/proc/{}/status", server.child.id()))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse::<u64>().ok())
+        })
+        .map_or("?".into(), |kb| (kb / 1024).to_string())
 }
 
 /// Messages per second delivered to `subscribers` WebSocket clients, each subscribed to every

@@ -16,6 +16,10 @@ pub(crate) struct Database {
     writer: Option<AnyPool>,
     pub(crate) backend: Backend,
     write_gate: std::sync::Arc<tokio::sync::Mutex<()>>,
+    /// SQLite: the write connection was left at synchronous=NORMAL by a transaction that
+    /// could be done again ([`Database::begin_write_unsynced`]); the next durable one restores
+    /// FULL first. Only read and changed behind the write gate.
+    unsynced: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// A write transaction; on SQLite it also holds the process's write gate until it ends.
@@ -50,6 +54,7 @@ impl Database {
             writer,
             backend,
             write_gate: Default::default(),
+            unsynced: Default::default(),
         }
     }
 
@@ -68,12 +73,42 @@ impl Database {
         }
     }
 
-    /// Begins a write transaction (behind the write gate on SQLite).
+    /// Begins a write transaction (behind the write gate on SQLite) whose commit is durable
+    /// when it returns.
     pub(crate) async fn begin_write(&self) -> Result<WriteTx> {
+        self.begin(true).await
+    }
+
+    /// Begins a write transaction whose commit may reach the disk later (SQLite
+    /// synchronous=NORMAL, PostgreSQL synchronous_commit off): a crash of the machine may lose
+    /// the newest such commits, never one that an earlier durable commit followed, because both
+    /// logs are replayed in order (the next durable commit syncs everything before it). For
+    /// writes that are done again when lost: the telemetry flusher.
+    pub(crate) async fn begin_write_unsynced(&self) -> Result<WriteTx> {
+        self.begin(false).await
+    }
+
+    async fn begin(&self, synced: bool) -> Result<WriteTx> {
+        use std::sync::atomic::Ordering;
         let gate = self.write_guard().await;
-        Ok(WriteTx {
-            tx: self.writer.as_ref().unwrap_or(&self.pool).begin().await?,
-            _gate: gate,
-        })
+        let pool = self.writer.as_ref().unwrap_or(&self.pool);
+        if self.backend == Backend::Sqlite && self.unsynced.load(Ordering::Acquire) == synced {
+            // The setting belongs to the one write connection; behind the gate nothing else
+            // uses it meanwhile (a connection the pool opened again starts at FULL: safe).
+            let pragma = if synced {
+                "PRAGMA synchronous=FULL"
+            } else {
+                "PRAGMA synchronous=NORMAL"
+            };
+            sqlx::query(pragma).execute(pool).await?;
+            self.unsynced.store(!synced, Ordering::Release);
+        }
+        let mut tx = pool.begin().await?;
+        if self.backend == Backend::Postgres && !synced {
+            sqlx::query("SET LOCAL synchronous_commit TO OFF")
+                .execute(&mut *tx)
+                .await?;
+        }
+        Ok(WriteTx { tx, _gate: gate })
     }
 }

@@ -100,6 +100,12 @@ impl Store {
         self.db.begin_write().await
     }
 
+    /// Begins a write transaction whose commit may reach the disk after it returns (see
+    /// `Database::begin_write_unsynced`): only for writes done again when a crash loses them.
+    pub async fn begin_write_unsynced(&self) -> Result<WriteTx> {
+        self.db.begin_write_unsynced().await
+    }
+
     /// On PostgreSQL, starts a task telling `target` of every `NOTIFY <channel>` from any node
     /// (see [`NotifyTarget`]) until `target` or `alive`'s sender is dropped. Returns false on
     /// SQLite, where this process sees every write itself.

@@ -375,6 +375,42 @@ async fn concurrent_activations_never_exceed_the_slots() {
     }
 }
 
+/// A transaction that may be done again commits unsynced (synchronous=NORMAL on the write
+/// connection); the next durable one is synced again (FULL), whatever came between.
+#[tokio::test]
+async fn an_unsynced_write_leaves_the_next_durable_one_synced() {
+    let (url, dir) = crate::testing::fresh_sqlite();
+    let store = Store::connect(&url).await.unwrap();
+    async fn level(tx: &mut crate::WriteTx) -> i64 {
+        sqlx::query("PRAGMA synchronous")
+            .fetch_one(&mut **tx)
+            .await
+            .unwrap()
+            .try_get::<i64, _>(0)
+            .unwrap()
+    }
+    const NORMAL: i64 = 1;
+    const FULL: i64 = 2;
+    let mut tx = store.begin_write().await.unwrap();
+    assert_eq!(level(&mut tx).await, FULL);
+    tx.commit().await.unwrap();
+    for _ in 0..2 {
+        let mut tx = store.begin_write_unsynced().await.unwrap();
+        assert_eq!(level(&mut tx).await, NORMAL);
+        tx.commit().await.unwrap();
+    }
+    // Dropped without a commit (rolled back): still not left behind.
+    let tx = store.begin_write_unsynced().await.unwrap();
+    drop(tx);
+    let mut tx = store.begin_write().await.unwrap();
+    assert_eq!(level(&mut tx).await, FULL);
+    tx.commit().await.unwrap();
+    store.close().await;
+    if let Some(dir) = dir {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
 /// On SQLite every write transaction runs on the same connection (its page cache stays valid
 /// between groups of ingest), whatever the readers hold meanwhile: a temporary table, which only
 /// its connection sees, is still there in the next write transaction.

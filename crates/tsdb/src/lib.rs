@@ -8,9 +8,11 @@
 mod block;
 mod blocks;
 mod error;
+mod flush;
 mod ingest;
 mod latest;
 mod levels;
+mod log;
 mod query;
 mod retention;
 mod rollups;

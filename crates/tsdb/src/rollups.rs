@@ -18,8 +18,11 @@ use crate::error::Result;
 use crate::levels::{BucketStats, HOUR, MINUTE};
 use crate::sql::{Statement, cached_sql, value_rows};
 
-/// The one encoding so far (a tag byte leaves room for another).
+/// Minutes compressed with pco, column by column.
 const PACKED: u8 = 1;
+/// Minutes as little-endian numbers, 40 bytes each: smaller than pco's framing for an hour
+/// with a few minutes (a series that reported for one minute of it).
+const PLAIN: u8 = 2;
 /// Bucket deltas per statement (6 parameters each).
 pub(crate) const DELTAS_PER_STATEMENT: usize = 150;
 /// Series-hours probed per statement when ingest looks for packed hours (2 parameters each).
@@ -28,9 +31,28 @@ const PROBES_PER_STATEMENT: usize = 300;
 /// A minute bucket: its start and what its points add up to.
 pub(crate) type Minute = (i64, BucketStats);
 
-/// Encodes minute buckets (in time order, at least one).
+/// Encodes minute buckets (in time order, at least one): compressed, or plain where that is
+/// smaller.
 pub(crate) fn encode(minutes: &[Minute]) -> Result<Vec<u8>> {
     let n = u32::try_from(minutes.len()).map_err(|_| corrupt("too many minutes in a block"))?;
+    let packed = encode_packed(minutes, n)?;
+    if packed.len() <= 5 + 40 * minutes.len() {
+        return Ok(packed);
+    }
+    let mut out = Vec::with_capacity(5 + 40 * minutes.len());
+    out.push(PLAIN);
+    out.extend_from_slice(&n.to_le_bytes());
+    for (start, d) in minutes {
+        out.extend_from_slice(&start.to_le_bytes());
+        out.extend_from_slice(&d.count.to_le_bytes());
+        for f in [d.sum, d.min, d.max] {
+            out.extend_from_slice(&f.to_bits().to_le_bytes());
+        }
+    }
+    Ok(out)
+}
+
+fn encode_packed(minutes: &[Minute], n: u32) -> Result<Vec<u8>> {
     let config = pco::ChunkConfig::default();
     let starts: Vec<i64> = minutes.iter().map(|(b, _)| *b).collect();
     let counts: Vec<i64> = minutes.iter().map(|(_, d)| d.count).collect();
@@ -56,10 +78,36 @@ pub(crate) fn encode(minutes: &[Minute]) -> Result<Vec<u8>> {
 /// Decodes a packed block's minutes.
 pub(crate) fn decode(bytes: &[u8]) -> Result<Vec<Minute>> {
     let mut r = Reader(bytes);
-    if r.take(1)?[0] != PACKED {
+    let tag = r.take(1)?[0];
+    let n = r.u32()? as usize;
+    if tag == PLAIN {
+        let body = r.take(
+            n.checked_mul(40)
+                .ok_or_else(|| corrupt("too many minutes"))?,
+        )?;
+        let word = |c: &[u8], i: usize| -> [u8; 8] {
+            let mut w = [0; 8];
+            w.copy_from_slice(&c[i * 8..i * 8 + 8]);
+            w
+        };
+        return Ok(body
+            .chunks_exact(40)
+            .map(|c| {
+                (
+                    i64::from_le_bytes(word(c, 0)),
+                    BucketStats {
+                        count: i64::from_le_bytes(word(c, 1)),
+                        sum: f64::from_bits(u64::from_le_bytes(word(c, 2))),
+                        min: f64::from_bits(u64::from_le_bytes(word(c, 3))),
+                        max: f64::from_bits(u64::from_le_bytes(word(c, 4))),
+                    },
+                )
+            })
+            .collect());
+    }
+    if tag != PACKED {
         return Err(corrupt("unknown minute block encoding"));
     }
-    let n = r.u32()? as usize;
     let starts: Vec<i64> = pco::standalone::simple_decompress(r.part()?).map_err(codec)?;
     let counts: Vec<i64> = pco::standalone::simple_decompress(r.part()?).map_err(codec)?;
     let sums: Vec<f64> = pco::standalone::simple_decompress(r.part()?).map_err(codec)?;
@@ -350,6 +398,8 @@ mod tests {
         // 60 rows of ~55 bytes each before.
         let bytes = encode(&hour_of_minutes(60)).unwrap();
         assert!(bytes.len() < 60 * 55 / 3, "{} bytes", bytes.len());
+        // One minute: plain, 45 bytes, not pco's framing.
+        assert_eq!(encode(&hour_of_minutes(1)).unwrap().len(), 45);
     }
 
     #[test]
@@ -359,5 +409,10 @@ mod tests {
             assert!(decode(&bytes[..cut]).is_err(), "cut at {cut}");
         }
         assert!(decode(&[9, 0, 0, 0, 0]).is_err());
+        let plain = encode(&hour_of_minutes(2)).unwrap();
+        assert_eq!(plain[0], PLAIN);
+        for cut in [0, 1, 5, 44, plain.len() - 1] {
+            assert!(decode(&plain[..cut]).is_err(), "plain cut at {cut}");
+        }
     }
 }

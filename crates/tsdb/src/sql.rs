@@ -13,6 +13,9 @@ pub(crate) enum Statement {
     ProbeNewest,
     ProbeMinutes,
     ProbeOverlaps,
+    ReadLog,
+    DeleteLog,
+    UpsertSeries,
 }
 
 /// The text of a bulk statement, built on first use and then copied from a cache (formatting

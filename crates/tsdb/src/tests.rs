@@ -662,8 +662,9 @@ async fn telemetry_of_a_version_6_database_reads_and_grows_after_the_upgrade() {
     }
 }
 
-/// The head of the open window: single-point batches become head blocks, which sealing merges
-/// (still open, so still head) once 32 have gathered; nothing read changes. (The background
+/// The head of the open window: single-point batches become head blocks when the log is
+/// flushed, which sealing merges (still open, so still head) once 32 have gathered; nothing read
+/// changes. (The background
 /// sealer may merge first, by the same rule: the assertions hold either way.)
 #[tokio::test]
 async fn an_open_window_merges_its_head_blocks_without_sealing_them() {
@@ -703,8 +704,8 @@ async fn an_open_window_merges_its_head_blocks_without_sealing_them() {
     }
 }
 
-/// Sealing merges a window outside the write lock, then rewrites it only if ingest changed
-/// nothing meanwhile: a point replaced in between (same blocks, same bounds, another value) or a
+/// Sealing merges a window outside the write lock, then rewrites it only if a flush of the
+/// telemetry log changed nothing meanwhile: a point replaced in between (same blocks, same bounds, another value) or a
 /// point added leaves the window to a later pass, and nothing written meanwhile is lost.
 #[tokio::test]
 async fn a_window_changed_while_it_was_merged_is_left_to_the_next_pass() {
@@ -738,6 +739,7 @@ async fn a_window_changed_while_it_was_merged_is_left_to_the_next_pass() {
         tsdb.ingest(&org, points("P", [change]), None)
             .await
             .unwrap();
+        tsdb.flush().await.unwrap();
         expected.insert(change.0, change.1);
         let mut tx = store.begin_write().await.unwrap();
         let rewrote = crate::seal::seal_window(&mut tx, sqlite, series, hour, merge)
@@ -762,6 +764,245 @@ async fn a_window_changed_while_it_was_merged_is_left_to_the_next_pass() {
     assert_raw_equals(&tsdb, &org, &expected, hour, hour + HOUR).await;
     tsdb.seal_at(Timestamp::from_millis(later)).await.unwrap();
     assert_raw_equals(&tsdb, &org, &expected, hour, hour + HOUR).await;
+    if let Some(d) = dir {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
+
+/// At plant scale, through the telemetry log: 2,000 series sent as a scan sends them (every
+/// series in every batch, batches out of order, some points replaced later), flushed in many
+/// small transactions while ingest goes on, with the log held to a small budget. Every series'
+/// count, sum, minimum and maximum, per minute and over the whole range, is what its points
+/// give; ingest waited for room rather than let the log grow past the budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thousands_of_series_stay_exact_through_the_log() {
+    const SERIES: i64 = 2_000;
+    const SCANS: i64 = 24;
+    const BUDGET: u64 = 12_000;
+    let (tsdb, _store, org, dir) = fresh(Retention::default()).await;
+    tsdb.set_log_limits(5_000, BUDGET);
+    let b = (Timestamp::now().millis() / HOUR) * HOUR - 3 * HOUR;
+    let point = |s: i64, t: i64, v: f64| Point {
+        asset_id: format!("A{}", s / 10),
+        tag_name: format!("T{}", s % 10),
+        value: v,
+        timestamp: Timestamp::from_millis(t),
+        quality: Quality::Good,
+        data_source_id: None,
+    };
+    let mut expected: BTreeMap<(i64, i64), f64> = BTreeMap::new();
+    // Scans 20 s apart, sent in a shuffled order, two scans per batch.
+    let mut scans: Vec<i64> = (0..SCANS).collect();
+    scans.sort_by_key(|i| (i * 7) % SCANS);
+    for pair in scans.chunks(2) {
+        let mut batch = Vec::new();
+        for &scan in pair {
+            for s in 0..SERIES {
+                let (t, v) = (b + scan * 20_000, value_at(s * SCANS + scan));
+                expected.insert((s, t), v);
+                batch.push(point(s, t, v));
+            }
+        }
+        let n = batch.len() as u64;
+        tsdb.ingest(&org, Arc::new(batch), None).await.unwrap();
+        assert!(
+            tsdb.log_backlog() < BUDGET + n,
+            "the log holds {} points",
+            tsdb.log_backlog()
+        );
+    }
+    // Every 7th series has its third scan replaced.
+    let mut late = Vec::new();
+    for s in (0..SERIES).step_by(7) {
+        let t = b + 2 * 20_000;
+        expected.insert((s, t), -7.5 - s as f64);
+        late.push(point(s, t, -7.5 - s as f64));
+    }
+    tsdb.ingest(&org, Arc::new(late), None).await.unwrap();
+
+    let all = TelemetryFilter {
+        data_source_id: None,
+        asset_id: None,
+        tag_name: None,
+        start: Timestamp::from_millis(b),
+        end: Timestamp::from_millis(b + HOUR),
+    };
+    for width in [None, Some(60_000)] {
+        let got = tsdb.query_buckets(&org, &all, width).await.unwrap();
+        let mut want: BTreeMap<(String, String, i64), Vec<f64>> = BTreeMap::new();
+        for ((s, t), v) in &expected {
+            let bucket = width.map_or(b, |w| t.div_euclid(w) * w);
+            want.entry((format!("A{}", s / 10), format!("T{}", s % 10), bucket))
+                .or_default()
+                .push(*v);
+        }
+        assert_eq!(got.len(), want.len(), "buckets per {width:?}");
+        for bucket in &got {
+            let values = &want[&(
+                bucket.asset_id.clone(),
+                bucket.tag_name.clone(),
+                bucket.start.millis(),
+            )];
+            let what = format!(
+                "{}/{} at {}",
+                bucket.asset_id,
+                bucket.tag_name,
+                bucket.start.millis()
+            );
+            assert_eq!(bucket.stats.count as usize, values.len(), "{what}");
+            assert!(
+                (bucket.stats.sum - values.iter().sum::<f64>()).abs() < 1e-6,
+                "{what}"
+            );
+            assert_eq!(
+                bucket.stats.min,
+                aggregate(Aggregation::Min, values),
+                "{what}"
+            );
+            assert_eq!(
+                bucket.stats.max,
+                aggregate(Aggregation::Max, values),
+                "{what}"
+            );
+        }
+    }
+    // Raw points of one series, and the latest values, are the last written.
+    let f = TelemetryFilter {
+        asset_id: Some("A0".into()),
+        tag_name: Some("T0".into()),
+        ..all.clone()
+    };
+    let raw = tsdb
+        .query_raw(&org, &f, Page::new(Some(1), Some(100)).unwrap())
+        .await
+        .unwrap();
+    let want: Vec<(i64, f64)> = expected
+        .range((0, 0)..(1, 0))
+        .map(|((_, t), v)| (*t, *v))
+        .collect();
+    let got: Vec<(i64, f64)> = raw
+        .items
+        .iter()
+        .map(|r| (r.timestamp.millis(), r.value))
+        .collect();
+    assert_eq!(got, want);
+    let latest = tsdb.latest(&org, "A0", None).await.unwrap();
+    assert_eq!(latest.len(), 10);
+    assert_eq!(tsdb.log_backlog(), 0, "reads flushed the log");
+    if let Some(d) = dir {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
+
+/// Two nodes on one PostgreSQL database: a point acknowledged by node A is in node B's queries
+/// at once (B flushes A's log records before it reads), while A's flusher may run too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_node_reads_what_one_node_acknowledged_at_once() {
+    if std::env::var(TEST_DATABASE_ENV).is_err() {
+        eprintln!(
+            "skipped: set {} to run the two-node test on PostgreSQL",
+            TEST_DATABASE_ENV
+        );
+        return;
+    }
+    let (url, _) = fresh_database().await;
+    let store_a = Store::connect(&url).await.unwrap();
+    let store_b = Store::connect(&url).await.unwrap();
+    let node_a = crate::Tsdb::new(store_a.clone(), crate::Retention::default());
+    let node_b = crate::Tsdb::new(store_b, crate::Retention::default());
+    let org = store_a.create_org("R", Tier::Enterprise).await.unwrap();
+    let start = (Timestamp::now().millis() / HOUR) * HOUR - HOUR;
+    let mut sent = 0;
+    for round in 0..20_i64 {
+        let batch: Vec<(i64, f64)> = (0..50)
+            .map(|i| (start + (round * 50 + i) * 1_000, (round * 50 + i) as f64))
+            .collect();
+        sent += batch.len();
+        node_a
+            .ingest(&org.id, points("P", batch), None)
+            .await
+            .unwrap();
+        let f = filter("P", start, start + HOUR);
+        let count = node_b
+            .query_aggregated(
+                &org.id,
+                &f,
+                Aggregation::Count,
+                None,
+                Page::new(None, None).unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(count.items[0].value as usize, sent, "round {round}");
+        let raw = node_b
+            .query_raw(&org.id, &f, Page::new(Some(1), Some(1)).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(raw.total as usize, sent, "round {round}");
+    }
+    node_a.flush().await.unwrap();
+    node_b.flush().await.unwrap();
+    assert_eq!(node_b.log_backlog(), 0);
+}
+
+/// A SQLite flush that stops between its slices (a crash) leaves its records in the log; the
+/// next flush writes them all again, and every count, sum and value is what was sent once.
+#[tokio::test]
+async fn a_flush_stopped_between_slices_is_written_again_exactly() {
+    let (tsdb, store, org, dir) = fresh(Retention::default()).await;
+    if store.backend() != plantd_store::Backend::Sqlite {
+        return;
+    }
+    let b = (Timestamp::now().millis() / HOUR) * HOUR - 2 * HOUR;
+    // 5,000 series of 8 points: several slices.
+    let mut batch = Vec::new();
+    for s in 0..5_000_i64 {
+        for k in 0..8_i64 {
+            batch.push(Point {
+                asset_id: format!("A{s}"),
+                tag_name: "V".into(),
+                value: (s * 8 + k) as f64,
+                timestamp: Timestamp::from_millis(b + k * 1_000),
+                quality: Quality::Good,
+                data_source_id: None,
+            });
+        }
+    }
+    tsdb.ingest(&org, Arc::new(batch), None).await.unwrap();
+    let stop = &tsdb.log_state().stop_after_slice;
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    // This flush, or the background one if it came first, stops after the first slice.
+    if tsdb.flush().await.is_err() {
+        assert_eq!(tsdb.log_backlog(), 40_000, "its records stay");
+    }
+    assert!(
+        !stop.load(std::sync::atomic::Ordering::Acquire),
+        "a flush stopped between slices"
+    );
+    tsdb.flush().await.unwrap();
+    assert_eq!(tsdb.log_backlog(), 0);
+    let all = TelemetryFilter {
+        data_source_id: None,
+        asset_id: None,
+        tag_name: None,
+        start: Timestamp::from_millis(b),
+        end: Timestamp::from_millis(b + HOUR),
+    };
+    let buckets = tsdb.query_buckets(&org, &all, None).await.unwrap();
+    assert_eq!(buckets.len(), 5_000);
+    for bucket in &buckets {
+        let s: i64 = bucket.asset_id[1..].parse().unwrap();
+        assert_eq!(bucket.stats.count, 8, "{}", bucket.asset_id);
+        assert_eq!(
+            bucket.stats.sum,
+            (0..8).map(|k| (s * 8 + k) as f64).sum::<f64>()
+        );
+    }
+    let raw = tsdb
+        .query_raw(&org, &all, Page::new(Some(1), Some(1)).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(raw.total, 40_000);
     if let Some(d) = dir {
         let _ = std::fs::remove_dir_all(d);
     }

@@ -31,6 +31,8 @@ impl Tsdb {
                 retention,
                 series: Mutex::default(),
                 latest: Arc::new(LatestCache::new(trusted)),
+                newest: Mutex::default(),
+                log: Default::default(),
                 storage: Default::default(),
                 seal_wake: Default::default(),
                 upgraded: Default::default(),
@@ -43,25 +45,55 @@ impl Tsdb {
     /// progress in the log; every operation waits for it. Call it at start to upgrade before
     /// serving. Returns the number of points converted by this call's first run.
     pub async fn upgrade(&self) -> Result<u64> {
-        self.shared
+        let converted = self
+            .shared
             .upgraded
             .get_or_try_init(|| crate::upgrade::convert_raw(&self.shared.store))
             .await
-            .copied()
+            .copied()?;
+        crate::flush::count_at_start(&self.shared).await?;
+        Ok(converted)
+    }
+
+    /// Writes everything the telemetry log holds into blocks and rollups (the background
+    /// flusher does this a second after ingest, and every read first; for the graceful stop,
+    /// tests and the benchmark).
+    pub async fn flush(&self) -> Result<()> {
+        self.upgrade().await?;
+        crate::flush::flush_all(&self.shared).await
+    }
+
+    /// Sets the points one flush writes at most and the points the log may hold before ingest
+    /// waits (tests; the defaults are the documented budget).
+    #[doc(hidden)]
+    pub fn set_log_limits(&self, flush_points: u64, max_backlog: u64) {
+        self.shared.log.set_limits(flush_points, max_backlog);
+    }
+
+    /// The flusher's state (tests).
+    #[cfg(test)]
+    pub(crate) fn log_state(&self) -> &crate::log::LogState {
+        &self.shared.log
+    }
+
+    /// Points acknowledged but not yet written into blocks (the flusher's backlog, as this
+    /// process knows it).
+    pub fn log_backlog(&self) -> u64 {
+        self.shared.log.backlog()
     }
 
     /// Merges the head blocks of every window that is due now (closed, or holding many of them)
     /// into compressed blocks. The background sealer does this after ingest; for tests, the
     /// benchmark and a graceful stop.
     pub async fn seal(&self) -> Result<usize> {
-        self.upgrade().await?;
+        self.flush().await?;
         crate::seal::seal_pending(&self.shared.store, Timestamp::now().millis()).await
     }
 
     /// Sealing as if the clock said `now` (tests).
     #[doc(hidden)]
     pub async fn seal_at(&self, now: Timestamp) -> Result<usize> {
-        self.upgrade().await?;
+        self.flush().await?;
         crate::seal::seal_pending(&self.shared.store, now.millis()).await
     }
 
@@ -108,6 +140,7 @@ impl Tsdb {
         page: Page,
     ) -> Result<Paged<RawRow>> {
         self.upgrade().await?;
+        crate::flush::ensure_flushed(&self.shared).await?;
         Queries(self.shared.store.pool())
             .query_raw(org_id, f, page)
             .await
@@ -124,6 +157,7 @@ impl Tsdb {
         page: Page,
     ) -> Result<Paged<AggregatedRow>> {
         self.upgrade().await?;
+        crate::flush::ensure_flushed(&self.shared).await?;
         Queries(self.shared.store.pool())
             .query_aggregated(org_id, f, agg, bucket_ms, page)
             .await
@@ -138,6 +172,7 @@ impl Tsdb {
         bucket_ms: Option<i64>,
     ) -> Result<Vec<Bucket>> {
         self.upgrade().await?;
+        crate::flush::ensure_flushed(&self.shared).await?;
         Queries(self.shared.store.pool())
             .query_buckets(org_id, f, bucket_ms)
             .await
@@ -151,12 +186,15 @@ impl Tsdb {
         tags: &[String],
     ) -> Result<Vec<(i64, String, String)>> {
         self.upgrade().await?;
+        crate::flush::ensure_flushed(&self.shared).await?;
         Queries(self.shared.store.pool())
             .series_of(org_id, f, tags)
             .await
     }
 
-    /// Up to `limit` raw points of one series with `after < ts < end`, by time.
+    /// Up to `limit` raw points of one series with `after < ts < end`, by time: the steps of a
+    /// read that began with [`Tsdb::series_of`] (which flushed the log), so points acknowledged
+    /// after it began may be missing.
     pub async fn raw_of_series(
         &self,
         series_id: i64,
@@ -186,7 +224,13 @@ impl Tsdb {
         self.upgrade().await?;
         self.shared
             .latest
-            .read(&self.shared.store, org_id, asset_id, tags)
+            .read(
+                &self.shared.store,
+                org_id,
+                asset_id,
+                tags,
+                crate::flush::ensure_flushed(&self.shared),
+            )
             .await
     }
 
@@ -200,7 +244,12 @@ impl Tsdb {
         self.upgrade().await?;
         self.shared
             .latest
-            .read_assets(&self.shared.store, org_id, assets)
+            .read_assets(
+                &self.shared.store,
+                org_id,
+                assets,
+                crate::flush::ensure_flushed(&self.shared),
+            )
             .await
     }
 

@@ -45,6 +45,7 @@ async fn metrics_are_scraped_in_prometheus_text() {
         "plantd_ingest_points_total",
         "plantd_ingest_batches_total",
         "plantd_ingest_queue_batches",
+        "plantd_telemetry_log_points",
         "plantd_telemetry_unsealed_blocks",
         "plantd_alert_outbox_events",
         "plantd_deliveries_pending{kind=\"webhook\"}",
