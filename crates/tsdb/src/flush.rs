@@ -8,11 +8,11 @@
 //! in log order, would have written: a later batch wins a repeated key, replaced points have
 //! their buckets recomputed, rollups stay exact.
 //!
-//! When it runs: in the background [`GATHER`] after an append (sooner when [`FLUSH_POINTS`] are
+//! When it runs: in the background [`GATHER`] after an append (sooner when [`log::FLUSH_POINTS`] are
 //! waiting), and before every read ([`ensure_flushed`]), so that a read sees every acknowledged
 //! point, on any node (the log is in the shared database); a restart's first read, or the
 //! graceful stop, flushes what a crash left. Ingest waits for room when the log holds
-//! [`MAX_BACKLOG`] points (slower answers rather than an unbounded log).
+//! [`log::MAX_BACKLOG`] points (slower answers rather than an unbounded log).
 
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
@@ -28,12 +28,8 @@ use crate::rollups::{self, DELTAS_PER_STATEMENT, write_buckets};
 use crate::sql::{Statement, cached_sql, value_rows};
 use crate::state::Shared;
 
-/// Points one flush reads from the log at most.
-pub(crate) const FLUSH_POINTS: usize = 3_000_000;
-/// Points the log may hold before ingest waits for the flusher.
-pub(crate) const MAX_BACKLOG: u64 = 8_000_000;
 /// A background flush waits this long after the first append it will hold, gathering more
-/// (sooner when [`FLUSH_POINTS`] wait): what a flush costs is mostly per series it touches (a
+/// (sooner when [`log::FLUSH_POINTS`] wait): what a flush costs is mostly per series it touches (a
 /// head block, the minute, hour and day rows), so a plant of 100,000 tags sending each once a
 /// second pays it for 4 points a tag rather than for each.
 pub(crate) const GATHER: Duration = Duration::from_millis(4000);
@@ -71,7 +67,7 @@ pub(crate) fn appended(shared: &Shared, last: i64, points: usize) {
     shared.log.wake.notify_one();
 }
 
-/// Waits while the log holds [`MAX_BACKLOG`] points or more: the flusher is behind.
+/// Waits while the log holds [`log::MAX_BACKLOG`] points or more: the flusher is behind.
 pub(crate) async fn wait_for_room(shared: &Shared) -> Result<()> {
     let mut checked = false;
     while shared.log.backlog() >= shared.log.max_backlog() {
@@ -125,7 +121,7 @@ pub(crate) async fn flush_all(shared: &Shared) -> Result<()> {
     flush_through(shared, i64::MAX).await
 }
 
-/// The background flusher: after an append, gathers for [`GATHER`] (or until [`FLUSH_POINTS`]
+/// The background flusher: after an append, gathers for [`GATHER`] (or until [`log::FLUSH_POINTS`]
 /// wait, or ingest was [`QUIET`]), then flushes what it gathered; every few seconds it looks for records other nodes
 /// left (PostgreSQL: a node that crashed).
 pub(crate) async fn run(shared: Arc<Shared>) {
@@ -161,7 +157,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
     }
 }
 
-/// One flush transaction: the oldest records (up to about [`FLUSH_POINTS`] points) into blocks
+/// One flush transaction: the oldest records (up to about [`log::FLUSH_POINTS`] points) into blocks
 /// and rollups, then deleted. Returns the smallest id left after it (`None`: the log is empty).
 async fn flush_once(shared: &Shared) -> Result<Option<i64>> {
     if shared.store.backend() == plantd_store::Backend::Sqlite {

@@ -189,10 +189,15 @@ pub(crate) async fn backlog(pool: &sqlx::AnyPool) -> Result<(u64, i64)> {
     Ok((row.try_get::<i64, _>("n")? as u64, row.try_get("last")?))
 }
 
+/// Points one flush reads from the log at most.
+pub(crate) const FLUSH_POINTS: usize = 3_000_000;
+/// Points the log may hold before ingest waits for the flusher.
+pub(crate) const MAX_BACKLOG: u64 = 8_000_000;
+
 /// What this process knows of the log.
 pub(crate) struct LogState {
     /// Points one flush transaction writes at most, and points the log may hold before ingest
-    /// waits ([`crate::flush::FLUSH_POINTS`], [`crate::flush::MAX_BACKLOG`]; smaller in tests).
+    /// waits ([`FLUSH_POINTS`], [`MAX_BACKLOG`]; smaller in tests).
     pub(crate) flush_points: AtomicU64,
     pub(crate) max_backlog: AtomicU64,
     /// Points in the log (this node's appends minus what its flushes wrote; on PostgreSQL read
@@ -216,8 +221,8 @@ pub(crate) struct LogState {
 impl Default for LogState {
     fn default() -> Self {
         Self {
-            flush_points: AtomicU64::new(crate::flush::FLUSH_POINTS as u64),
-            max_backlog: AtomicU64::new(crate::flush::MAX_BACKLOG),
+            flush_points: AtomicU64::new(FLUSH_POINTS as u64),
+            max_backlog: AtomicU64::new(MAX_BACKLOG),
             backlog: AtomicU64::new(0),
             appended: AtomicI64::new(0),
             flushing: Default::default(),

@@ -521,23 +521,34 @@ async fn a_group_commit_equals_batches_committed_in_turn() {
     }
 }
 
-/// Two nodes on one PostgreSQL database: each answers `latest` from memory, and one node's
-/// ingest reaches the other's cache (announced with the commit).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn latest_values_in_memory_follow_other_nodes_on_postgresql() {
+/// Two nodes on one fresh PostgreSQL database and an organization; `None` (the test is
+/// skipped) without one.
+async fn two_nodes(org: &str) -> Option<(Tsdb, Tsdb, plantd_model::org::Organization)> {
     if std::env::var(TEST_DATABASE_ENV).is_err() {
         eprintln!(
             "skipped: set {} to run the two-node test on PostgreSQL",
             TEST_DATABASE_ENV
         );
-        return;
+        return None;
     }
     let (url, _) = fresh_database().await;
     let store_a = Store::connect(&url).await.unwrap();
     let store_b = Store::connect(&url).await.unwrap();
-    let node_a = crate::Tsdb::new(store_a.clone(), crate::Retention::default());
-    let node_b = crate::Tsdb::new(store_b, crate::Retention::default());
-    let org = store_a.create_org("L", Tier::Enterprise).await.unwrap();
+    let org = store_a.create_org(org, Tier::Enterprise).await.unwrap();
+    Some((
+        Tsdb::new(store_a, Retention::default()),
+        Tsdb::new(store_b, Retention::default()),
+        org,
+    ))
+}
+
+/// Two nodes on one PostgreSQL database: each answers `latest` from memory, and one node's
+/// ingest reaches the other's cache (announced with the commit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latest_values_in_memory_follow_other_nodes_on_postgresql() {
+    let Some((node_a, node_b, org)) = two_nodes("L").await else {
+        return;
+    };
     let now = Timestamp::now().millis();
     let one = |tag: &str, value: f64, at: i64| {
         Arc::new(vec![Point {
@@ -898,19 +909,9 @@ async fn thousands_of_series_stay_exact_through_the_log() {
 /// at once (B flushes A's log records before it reads), while A's flusher may run too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_node_reads_what_one_node_acknowledged_at_once() {
-    if std::env::var(TEST_DATABASE_ENV).is_err() {
-        eprintln!(
-            "skipped: set {} to run the two-node test on PostgreSQL",
-            TEST_DATABASE_ENV
-        );
+    let Some((node_a, node_b, org)) = two_nodes("R").await else {
         return;
-    }
-    let (url, _) = fresh_database().await;
-    let store_a = Store::connect(&url).await.unwrap();
-    let store_b = Store::connect(&url).await.unwrap();
-    let node_a = crate::Tsdb::new(store_a.clone(), crate::Retention::default());
-    let node_b = crate::Tsdb::new(store_b, crate::Retention::default());
-    let org = store_a.create_org("R", Tier::Enterprise).await.unwrap();
+    };
     let start = (Timestamp::now().millis() / HOUR) * HOUR - HOUR;
     let mut sent = 0;
     for round in 0..20_i64 {
