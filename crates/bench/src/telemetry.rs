@@ -508,8 +508,8 @@ fn scan_body(
 }
 
 /// Ingest at plant scale: for each series count, the writers send scans (one point per series
-/// per scan, time moving forward, as connectors do) in 5,000-point batches for the row's
-/// duration; each writer sends its own share of the series. Prints the rate, the points the
+/// per scan, time moving forward to about now, as connectors do) in 5,000-point batches for the
+/// row's duration; each writer sends its own share of the series. Prints the rate, the points the
 /// telemetry log still held at the end, and the server's peak memory.
 async fn series_rows(
     o: &Options,
@@ -520,27 +520,35 @@ async fn series_rows(
     const BATCH: usize = 5_000;
     let writers = ingest_keys.len();
     let mut first_rate = None;
-    let slot = 5 * DAY / o.series.len().max(1) as i64;
-    for (row_index, &series) in o.series.iter().enumerate() {
-        // Enough fresh scans for 1,000,000 points/s over the row, per writer; each writer's
-        // series are its own asset range, so writers never touch one series.
+    // Where each plant's time stands (a series count given twice continues its plant).
+    let mut ends: std::collections::HashMap<usize, i64> = Default::default();
+    for &series in &o.series {
+        // Enough fresh scans for 2,500,000 points/s over the row, per writer (a row that
+        // runs out says so); each writer's series are its own asset range, so writers never
+        // touch one series.
         let per_writer =
-            (1_000_000 * o.duration.as_secs() as usize / writers).div_ceil(BATCH) * BATCH;
-        // Each row its own stretch of time (a series count given twice continues its plant).
-        let base = now_ms() - 6 * DAY + row_index as i64 * slot;
+            (2_500_000 * o.duration.as_secs() as usize / writers).div_ceil(BATCH) * BATCH;
+        // A live plant: scans 1 s apart that end about now (hour windows open, as a plant's
+        // are), closer for few series so that the row stays within five days (the raw
+        // retention).
+        let scans = (per_writer / (series / writers).max(1)).max(1) as i64;
+        let step = (5 * DAY / scans).clamp(1, 1000);
+        let base = (now_ms() - scans * step - 60_000)
+            .max(ends.get(&series).map_or(i64::MIN, |end| end + step));
+        ends.insert(series, base + scans * step);
         let bodies: Vec<Vec<Bytes>> = (0..writers)
             .map(|c| {
                 let (from, to) = (c * series / writers, (c + 1) * series / writers);
                 let share = (to - from).max(1);
-                // Scans 1 s apart, closer for few series so that the row's points stay within
-                // its stretch of the last five days (inside the raw retention, before now).
-                let step = (slot / (per_writer / share).max(1) as i64).clamp(1, 1000);
                 (0..per_writer / BATCH)
                     .map(|j| scan_body((series, share, from), j * BATCH, BATCH, (base, step)))
                     .collect()
             })
             .collect();
         let plantd = ingest_load(&server.addr, ingest_keys, bodies, BATCH, o.duration).await?;
+        if plantd.per_second * o.duration.as_secs_f64() > (per_writer * writers) as f64 {
+            println!("{name:<11} (the fresh scans ran out: later batches replaced earlier points)");
+        }
         let backlog = gauge(server, "plantd_telemetry_log_points")
             .await
             .unwrap_or(f64::NAN);

@@ -31,8 +31,9 @@ use crate::state::Shared;
 /// A background flush waits this long after the first append it will hold, gathering more
 /// (sooner when [`log::FLUSH_POINTS`] wait): what a flush costs is mostly per series it touches (a
 /// head block, the minute, hour and day rows), so a plant of 100,000 tags sending each once a
-/// second pays it for 4 points a tag rather than for each.
-pub(crate) const GATHER: Duration = Duration::from_millis(4000);
+/// second pays it for 8 points a tag rather than for each (at 100,000 series, 4 s held the
+/// rate to a third of the 10-series rate, 8 s to about half: docs/benchmarks.md).
+pub(crate) const GATHER: Duration = Duration::from_millis(8000);
 /// ...unless no append came for this long (longer than a connector's scan interval of a
 /// second): ingest paused, what it sent is flushed at once.
 const QUIET: Duration = Duration::from_millis(1500);
