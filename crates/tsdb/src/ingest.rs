@@ -278,14 +278,18 @@ impl Shared {
         if !sqlite {
             // Other nodes drop their cached latest values of the assets written here; sent with
             // the commit, heard only if it commits.
-            let assets: BTreeSet<(&str, &str)> = jobs
-                .iter()
-                .flat_map(|j| {
-                    j.points
-                        .iter()
-                        .map(move |p| (j.org_id.as_str(), p.asset_id.as_str()))
-                })
-                .collect();
+            // (A batch's points come asset by asset: each asset is compared once per run of
+            // its points, not once per point.)
+            let mut assets: BTreeSet<(&str, &str)> = BTreeSet::new();
+            for j in jobs.iter() {
+                let mut last: Option<&str> = None;
+                for p in j.points.iter() {
+                    if last != Some(p.asset_id.as_str()) {
+                        last = Some(p.asset_id.as_str());
+                        assets.insert((j.org_id.as_str(), p.asset_id.as_str()));
+                    }
+                }
+            }
             for text in self.latest.announcements(assets.into_iter()) {
                 sqlx::query("SELECT pg_notify($1, $2)")
                     .bind(crate::latest::CHANNEL)
