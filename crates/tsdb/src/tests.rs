@@ -49,6 +49,14 @@ fn filter(asset: &str, start: i64, end: i64) -> TelemetryFilter {
     }
 }
 
+/// Every series of the organization from `start` to `end`.
+fn every_series(start: i64, end: i64) -> TelemetryFilter {
+    TelemetryFilter {
+        asset_id: None,
+        ..filter("", start, end)
+    }
+}
+
 /// What an aggregation of `values` must give.
 fn aggregate(agg: Aggregation, values: &[f64]) -> f64 {
     match agg {
@@ -330,13 +338,7 @@ async fn retention_deletes_each_level_and_rollups_keep_answering() {
         used > rollups * crate::ROLLUP_ROW_BYTES + packed + crate::BLOCK_ROW_BYTES,
         "{used}"
     );
-    let filter = crate::TelemetryFilter {
-        data_source_id: None,
-        asset_id: Some("A".into()),
-        tag_name: None,
-        start: Timestamp::from_millis(start),
-        end: Timestamp::from_millis(start + 2 * HOUR),
-    };
+    let filter = filter("A", start, start + 2 * HOUR);
     let page = Page::new(None, Some(100)).unwrap();
     let before = tsdb
         .query_aggregated(&org.id, &filter, Aggregation::Avg, Some(HOUR), page)
@@ -468,13 +470,7 @@ async fn a_group_commit_equals_batches_committed_in_turn() {
     };
     let page = Page::new(None, Some(100)).unwrap();
     for asset in ["A", "B"] {
-        let filter = crate::TelemetryFilter {
-            data_source_id: None,
-            asset_id: Some(asset.into()),
-            tag_name: None,
-            start: Timestamp::from_millis(start - 86_400_000),
-            end: Timestamp::from_millis(start + 86_400_000),
-        };
+        let filter = filter(asset, start - 86_400_000, start + 86_400_000);
         let raw: Vec<(i64, f64)> = tsdb
             .query_raw(&org.id, &filter, page)
             .await
@@ -831,13 +827,7 @@ async fn thousands_of_series_stay_exact_through_the_log() {
     }
     tsdb.ingest(&org, Arc::new(late), None).await.unwrap();
 
-    let all = TelemetryFilter {
-        data_source_id: None,
-        asset_id: None,
-        tag_name: None,
-        start: Timestamp::from_millis(b),
-        end: Timestamp::from_millis(b + HOUR),
-    };
+    let all = every_series(b, b + HOUR);
     for width in [None, Some(60_000)] {
         let got = tsdb.query_buckets(&org, &all, width).await.unwrap();
         let mut want: BTreeMap<(String, String, i64), Vec<f64>> = BTreeMap::new();
@@ -982,13 +972,7 @@ async fn a_flush_stopped_between_slices_is_written_again_exactly() {
     );
     tsdb.flush().await.unwrap();
     assert_eq!(tsdb.log_backlog(), 0);
-    let all = TelemetryFilter {
-        data_source_id: None,
-        asset_id: None,
-        tag_name: None,
-        start: Timestamp::from_millis(b),
-        end: Timestamp::from_millis(b + HOUR),
-    };
+    let all = every_series(b, b + HOUR);
     let buckets = tsdb.query_buckets(&org, &all, None).await.unwrap();
     assert_eq!(buckets.len(), 5_000);
     for bucket in &buckets {
