@@ -1,0 +1,118 @@
+//! Retention deletes each level and the rollups keep answering.
+
+use super::*;
+
+/// Retention per level, and queries older than the raw retention answered from rollups.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_deletes_each_level_and_rollups_keep_answering() {
+    let (url, dir) = fresh_database().await;
+    let store = Store::connect(&url).await.unwrap();
+    let retention = crate::Retention {
+        raw_days: 1,
+        minute_days: 2,
+        hour_days: 3,
+        day_days: 4,
+    };
+    let tsdb = crate::Tsdb::new(store.clone(), retention);
+    let org = store.create_org("R", Tier::Enterprise).await.unwrap();
+    let day = 86_400_000;
+    let start = (Timestamp::now().millis() / day) * day - 2 * HOUR;
+    let points: Vec<Point> = (0..120)
+        .map(|i| Point {
+            asset_id: "A".into(),
+            tag_name: "T".into(),
+            value: i as f64,
+            timestamp: Timestamp::from_millis(start + i * 60_000),
+            quality: Quality::Good,
+            data_source_id: None,
+        })
+        .collect();
+    assert_eq!(
+        tsdb.ingest(&org.id, std::sync::Arc::new(points.clone()), None)
+            .await
+            .unwrap(),
+        120
+    );
+    // The two hours are closed: their minutes are packed, a block per hour.
+    tsdb.seal_at(Timestamp::from_millis(start + 3 * HOUR))
+        .await
+        .unwrap();
+    assert_eq!(minute_state(&store).await, (2, 0, 120));
+    // Storage for the quota: the points' blocks, the packed minutes and the hour and day rows,
+    // counted from the database.
+    let used = tsdb.storage_bytes(&org.id).await.unwrap();
+    let rollups = 2 + 1;
+    let packed = packed_minute_bytes(&store).await + 2 * crate::BLOCK_ROW_BYTES;
+    assert!(
+        used > rollups * crate::ROLLUP_ROW_BYTES + packed + crate::BLOCK_ROW_BYTES,
+        "{used}"
+    );
+    let filter = filter("A", start, start + 2 * HOUR);
+    let page = Page::new(None, Some(100)).unwrap();
+    let before = tsdb
+        .query_aggregated(&org.id, &filter, Aggregation::Avg, Some(HOUR), page)
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(before.len(), 2);
+    assert_eq!(before[0].value, 29.5);
+    // 1.5 days later: raw points are gone, minutes and hours still answer exactly.
+    let later = |days_x10: i64| Timestamp::from_millis(start + 2 * HOUR + days_x10 * day / 10);
+    let r = tsdb.enforce_retention(later(15)).await.unwrap();
+    assert_eq!(r.raw_deleted, 120);
+    assert_eq!(
+        tsdb.storage_bytes(&org.id).await.unwrap(),
+        rollups * crate::ROLLUP_ROW_BYTES + packed,
+        "retention frees quota: only the rollups are left"
+    );
+    assert_eq!(
+        tsdb.query_raw(&org.id, &filter, page).await.unwrap().total,
+        0
+    );
+    assert_eq!(
+        tsdb.query_aggregated(&org.id, &filter, Aggregation::Avg, Some(HOUR), page)
+            .await
+            .unwrap()
+            .items,
+        before
+    );
+    // Minute retention passing through a packed hour keeps that hour's later minutes.
+    let r = tsdb
+        .enforce_retention(Timestamp::from_millis(start + 30 * 60_000 + 2 * day))
+        .await
+        .unwrap();
+    assert_eq!(r.rollups_deleted, 30);
+    assert_eq!(minute_state(&store).await, (2, 0, 90));
+    let per_minute = tsdb
+        .query_aggregated(&org.id, &filter, Aggregation::Count, Some(60_000), page)
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(per_minute.len(), 90);
+    assert_eq!(per_minute[0].timestamp.millis(), start + 30 * 60_000);
+    // 3.5 days later: minutes and hours gone; the day rollup still counts every point.
+    tsdb.enforce_retention(later(35)).await.unwrap();
+    let whole = crate::TelemetryFilter {
+        start: Timestamp::from_millis((start / day) * day - day),
+        end: Timestamp::from_millis((start / day) * day + day),
+        ..filter.clone()
+    };
+    let daily = tsdb
+        .query_aggregated(&org.id, &whole, Aggregation::Count, Some(day), page)
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(daily.iter().map(|r| r.count).sum::<u64>(), 120);
+    // 4.5 days later: everything is gone.
+    tsdb.enforce_retention(later(45)).await.unwrap();
+    assert!(
+        tsdb.query_aggregated(&org.id, &whole, Aggregation::Count, None, page)
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    if let Some(d) = dir {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
