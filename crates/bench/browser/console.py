@@ -10,30 +10,18 @@ the time from each live point's timestamp to the frame that drew it.
 """
 
 import json
-import shutil
 import sys
 import time
 
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
-from selenium.webdriver.common.by import By
-from selenium.webdriver.support.ui import WebDriverWait
+
+import chromium  # beside this script
 
 BASE, EMAIL, PASSWORD, WEEK, LIVE = sys.argv[1:6]
 CPU_WINDOW_S = 20
 
 
-def browser():
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = shutil.which("chromium")
-    for arg in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--window-size=1400,2200"]:
-        opts.add_argument(arg)
-    return webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=opts)
-
-
 def wait(d, what, timeout=60):
-    return WebDriverWait(d, timeout, poll_frequency=0.05).until(lambda _: what())
+    return chromium.wait(d, what, timeout)
 
 
 def charts_drawn(d):
@@ -51,14 +39,10 @@ def pct(values, p):
 
 
 def main():
-    d = browser()
+    d = chromium.browser()
     out = {}
     try:
-        d.get(BASE + "/login")
-        d.find_element(By.ID, "email").send_keys(EMAIL)
-        d.find_element(By.ID, "password").send_keys(PASSWORD)
-        d.find_element(By.CSS_SELECTOR, "form[action='/login'] button[type=submit]").click()
-        wait(d, lambda: "/login" not in d.current_url)
+        chromium.login(d, BASE, EMAIL, PASSWORD)
 
         # First load of the week dashboard: everything the page fetched, nothing cached before.
         started = time.time()
