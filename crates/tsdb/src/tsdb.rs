@@ -56,11 +56,18 @@ impl Tsdb {
     }
 
     /// Writes everything the telemetry log holds into blocks and rollups (the background
-    /// flusher does this a second after ingest, and every read first; for the graceful stop,
+    /// flusher does this within seconds of ingest, and every read first; for the graceful stop,
     /// tests and the benchmark).
     pub async fn flush(&self) -> Result<()> {
         self.upgrade().await?;
         crate::flush::flush_all(&self.shared).await
+    }
+
+    /// Before a read: the upgrade done, and every point acknowledged so far (on any node)
+    /// written into blocks and rollups.
+    async fn ready_to_read(&self) -> Result<()> {
+        self.upgrade().await?;
+        crate::flush::ensure_flushed(&self.shared).await
     }
 
     /// Sets the points one flush writes at most and the points the log may hold before ingest
@@ -139,8 +146,7 @@ impl Tsdb {
         f: &TelemetryFilter,
         page: Page,
     ) -> Result<Paged<RawRow>> {
-        self.upgrade().await?;
-        crate::flush::ensure_flushed(&self.shared).await?;
+        self.ready_to_read().await?;
         Queries(self.shared.store.pool())
             .query_raw(org_id, f, page)
             .await
@@ -156,8 +162,7 @@ impl Tsdb {
         bucket_ms: Option<i64>,
         page: Page,
     ) -> Result<Paged<AggregatedRow>> {
-        self.upgrade().await?;
-        crate::flush::ensure_flushed(&self.shared).await?;
+        self.ready_to_read().await?;
         Queries(self.shared.store.pool())
             .query_aggregated(org_id, f, agg, bucket_ms, page)
             .await
@@ -171,8 +176,7 @@ impl Tsdb {
         f: &TelemetryFilter,
         bucket_ms: Option<i64>,
     ) -> Result<Vec<Bucket>> {
-        self.upgrade().await?;
-        crate::flush::ensure_flushed(&self.shared).await?;
+        self.ready_to_read().await?;
         Queries(self.shared.store.pool())
             .query_buckets(org_id, f, bucket_ms)
             .await
@@ -185,8 +189,7 @@ impl Tsdb {
         f: &TelemetryFilter,
         tags: &[String],
     ) -> Result<Vec<(i64, String, String)>> {
-        self.upgrade().await?;
-        crate::flush::ensure_flushed(&self.shared).await?;
+        self.ready_to_read().await?;
         Queries(self.shared.store.pool())
             .series_of(org_id, f, tags)
             .await
