@@ -147,6 +147,7 @@ fn complete(op: &mut Map<String, Value>, r: &Route) {
         Access::Public => "none (public)".to_string(),
         Access::AnyKey => "any valid API key".to_string(),
         Access::Scope(s) => s.to_string(),
+        Access::ScopeOrProof(s) => format!("{s} (or no API key and a proof in the body)"),
     };
     op.insert("x-required-scope".into(), Value::String(scope.clone()));
     let desc = op
@@ -163,6 +164,8 @@ fn complete(op: &mut Map<String, Value>, r: &Route) {
     op.insert("description".into(), Value::String(desc));
     if r.policy.access == Access::Public {
         op.insert("security".into(), json!([]));
+    } else if matches!(r.policy.access, Access::ScopeOrProof(_)) {
+        op.insert("security".into(), json!([{"api_key": []}, {}]));
     } else {
         op.remove("security");
     }
@@ -175,7 +178,7 @@ fn complete(op: &mut Map<String, Value>, r: &Route) {
     let wanted = |status: &str| match status {
         "400" => takes_input,
         "401" => r.policy.access != Access::Public,
-        "403" => matches!(r.policy.access, Access::Scope(_)),
+        "403" => matches!(r.policy.access, Access::Scope(_) | Access::ScopeOrProof(_)),
         "404" => has_id,
         // Only where the handler declares it.
         "409" => false,

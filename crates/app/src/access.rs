@@ -26,6 +26,9 @@ pub enum Access {
     AnyKey,
     /// A credential holding this scope (or `admin`).
     Scope(Scope),
+    /// A credential holding this scope, or none at all: the call then carries its own proof,
+    /// which the use case checks (a device registering with an enrollment token).
+    ScopeOrProof(Scope),
 }
 
 /// An endpoint limit (SPEC 8.5), counted per credential.
@@ -62,6 +65,11 @@ impl Policy {
     /// Any valid credential.
     pub const fn any_key(event: AuditEvent) -> Self {
         Self::new(Access::AnyKey, event)
+    }
+
+    /// A credential with `scope`, or none and a proof in the call that the use case checks.
+    pub const fn scope_or_proof(scope: Scope, event: AuditEvent) -> Self {
+        Self::new(Access::ScopeOrProof(scope), event)
     }
 
     /// A credential holding `scope` (or `admin`).
@@ -135,7 +143,10 @@ impl App {
                 refusal: limited.or(refusal),
             }
         };
-        if policy.access == Access::Public {
+        if policy.access == Access::Public
+            || (matches!(policy.access, Access::ScopeOrProof(_))
+                && matches!(presented, Presented::None))
+        {
             return anonymous(None);
         }
         let caller = match self.caller_of(presented, now).await {
@@ -173,7 +184,7 @@ impl App {
             } => (state, Some(rate_limited(&scope, retry_after))),
         };
         if refusal.is_none()
-            && let Access::Scope(required) = policy.access
+            && let Access::Scope(required) | Access::ScopeOrProof(required) = policy.access
             && !allows(&caller.scopes, required)
         {
             refusal = Some(AppError::MissingScope {

@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use crate::alert_engine::AlertEngine;
 use crate::config::AppConfig;
+use crate::device_seen::SeenDevices;
 use crate::events::EventBus;
 use crate::key_cache::TrustCache;
 use crate::key_ring::KeyRing;
@@ -46,6 +47,8 @@ struct Inner {
     alerts: AlertEngine,
     /// Argon2id work, bounded (`password_checks_at_once`).
     passwords: PasswordWork,
+    /// When devices were last heard from on this node, written by the fleet worker.
+    seen_devices: SeenDevices,
     started_at: Timestamp,
 }
 
@@ -67,6 +70,7 @@ impl App {
                 events: EventBus::default(),
                 alerts: AlertEngine::default(),
                 passwords: PasswordWork::new(password_threads),
+                seen_devices: SeenDevices::default(),
                 started_at: Timestamp::now(),
             }),
         }
@@ -140,5 +144,9 @@ impl App {
 
     pub(crate) fn alert_engine(&self) -> &AlertEngine {
         &self.inner.alerts
+    }
+
+    pub(crate) fn seen_devices(&self) -> &SeenDevices {
+        &self.inner.seen_devices
     }
 }

@@ -26,6 +26,11 @@ pub enum Credential {
     Connector {
         data_source_id: String,
     },
+    /// A device logged in on the MQTT device channel with its own credentials (its batches are
+    /// not audited one by one either; its login is).
+    Device {
+        id: String,
+    },
 }
 
 impl Credential {
@@ -35,6 +40,7 @@ impl Credential {
             Credential::ApiKey { .. } => "API key",
             Credential::AccessToken { .. } if !acts_for_user => "OAuth client",
             Credential::Connector { .. } => "connector",
+            Credential::Device { .. } => "device",
             _ => "user",
         }
     }
@@ -53,6 +59,9 @@ impl Credential {
             }
             Credential::Connector { .. } => {
                 format!("a connector lacks the '{required}' scope this operation needs")
+            }
+            Credential::Device { .. } => {
+                format!("a device lacks the '{required}' scope this operation needs")
             }
         }
     }
@@ -82,6 +91,7 @@ impl Caller {
             Credential::ApiKey { id } | Credential::Session { id, .. } => id,
             Credential::AccessToken { client_id, .. } => client_id,
             Credential::Connector { data_source_id } => data_source_id,
+            Credential::Device { id } => id,
         }
     }
 
@@ -95,6 +105,7 @@ impl Caller {
             (Credential::Session { id, .. }, None) => format!("session:{id}"),
             (Credential::AccessToken { client_id, .. }, None) => format!("client:{client_id}"),
             (Credential::Connector { data_source_id }, None) => format!("source:{data_source_id}"),
+            (Credential::Device { id }, None) => format!("device:{id}"),
         }
     }
 
@@ -104,6 +115,7 @@ impl Caller {
             Credential::Session { .. } => ActorType::Session,
             Credential::AccessToken { .. } => ActorType::OAuthToken,
             Credential::Connector { .. } => ActorType::Connector,
+            Credential::Device { .. } => ActorType::Device,
         }
     }
 

@@ -38,6 +38,8 @@ pub struct AppConfig {
     /// The bearer token `GET /metrics` takes from clients that are not on this host (loopback
     /// needs none); without one, only loopback clients may scrape.
     pub metrics_token: Option<String>,
+    /// A device without a heartbeat or message for this long turns `offline` (default 180 s).
+    pub device_offline_after: Duration,
 }
 
 impl AppConfig {
@@ -72,6 +74,7 @@ impl Default for AppConfig {
             license_key_per_minute: 600,
             password_checks_at_once: std::thread::available_parallelism().map_or(2, |n| n.get()),
             metrics_token: None,
+            device_offline_after: Duration::from_secs(180),
         }
     }
 }

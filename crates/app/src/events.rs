@@ -3,6 +3,7 @@
 //! API nodes will carry them over NATS JetStream behind the same type.
 
 use plantd_model::alert::Alert;
+use plantd_model::device::Device;
 use plantd_model::event::EventType;
 use plantd_model::telemetry::Point;
 use std::sync::Arc;
@@ -24,6 +25,17 @@ pub enum Event {
         event: EventType,
         alert: Arc<Alert>,
     },
+    /// A device turned online or offline.
+    DeviceStatus {
+        org_id: Arc<str>,
+        event: EventType,
+        device: Arc<Device>,
+    },
+    /// A device was changed or deleted: a door holding its connection reads it again (a
+    /// deleted device is disconnected).
+    DeviceChanged { device_id: String },
+    /// A command was queued for a device: the door holding its connection delivers it.
+    CommandQueued { device_id: String },
 }
 
 #[derive(Clone)]

@@ -267,6 +267,7 @@ impl App {
         }
         let door = match caller.credential {
             crate::caller::Credential::Connector { .. } => "connector",
+            crate::caller::Credential::Device { .. } => "mqtt",
             _ => "api",
         };
         metrics::counter!("plantd_ingest_batches_total", "door" => door).increment(1);

@@ -35,6 +35,10 @@ pub const CODE_PREFIX: &str = "pdc_";
 pub const CLIENT_SECRET_PREFIX: &str = "pdcs_";
 pub const INVITATION_PREFIX: &str = "pdi_";
 pub const RESET_PREFIX: &str = "pdp_";
+/// A device's MQTT password.
+pub const DEVICE_PASSWORD_PREFIX: &str = "pdm_";
+/// An enrollment token, with which a device registers itself.
+pub const ENROLLMENT_PREFIX: &str = "pde_";
 
 /// A random secret: `prefix` and 43 base62 characters (about 256 bits), with its hash.
 pub fn generate_secret(prefix: &str) -> NewKeySecret {

@@ -55,12 +55,13 @@ pub enum AuditCategory {
     Sessions,
     OAuth,
     Licenses,
+    Fleet,
     Assets,
     Audit,
 }
 
 impl AuditCategory {
-    pub const ALL: [AuditCategory; 16] = [
+    pub const ALL: [AuditCategory; 17] = [
         AuditCategory::System,
         AuditCategory::DataSources,
         AuditCategory::Dashboards,
@@ -75,6 +76,7 @@ impl AuditCategory {
         AuditCategory::Sessions,
         AuditCategory::OAuth,
         AuditCategory::Licenses,
+        AuditCategory::Fleet,
         AuditCategory::Assets,
         AuditCategory::Audit,
     ];
@@ -95,6 +97,7 @@ impl AuditCategory {
             AuditCategory::Sessions => "sessions",
             AuditCategory::OAuth => "oauth",
             AuditCategory::Licenses => "licenses",
+            AuditCategory::Fleet => "fleet",
             AuditCategory::Assets => "assets",
             AuditCategory::Audit => "audit",
         }
@@ -252,6 +255,24 @@ audit_events! {
     LicenseValidate => "license.validate", Licenses, "license", Info;
     LicenseDeactivate => "license.deactivate", Licenses, "license", Info;
 
+    DeviceList => "device.list", Fleet, "device", Info;
+    DeviceRegister => "device.register", Fleet, "device", Info;
+    DeviceRead => "device.read", Fleet, "device", Info;
+    DeviceUpdate => "device.update", Fleet, "device", Info;
+    DeviceDelete => "device.delete", Fleet, "device", Warning;
+    DeviceHealth => "device.health", Fleet, "device", Info;
+    DeviceCommand => "device.command", Fleet, "device", Info;
+    DeviceCommands => "device.commands", Fleet, "device", Info;
+    DeviceConnect => "device.connect", Fleet, "device", Info;
+    DeviceGroupList => "device_group.list", Fleet, "device_group", Info;
+    DeviceGroupCreate => "device_group.create", Fleet, "device_group", Info;
+    DeviceGroupRead => "device_group.read", Fleet, "device_group", Info;
+    DeviceGroupUpdate => "device_group.update", Fleet, "device_group", Info;
+    DeviceGroupDelete => "device_group.delete", Fleet, "device_group", Warning;
+    EnrollmentTokenCreate => "enrollment_token.create", Fleet, "enrollment_token", Info;
+    EnrollmentTokenList => "enrollment_token.list", Fleet, "enrollment_token", Info;
+    EnrollmentTokenRevoke => "enrollment_token.revoke", Fleet, "enrollment_token", Warning;
+
     TagList => "tag.list", Assets, "tag", Info;
     TagRead => "tag.read", Assets, "tag", Info;
     TagUpdate => "tag.update", Assets, "tag", Info;
@@ -284,6 +305,8 @@ pub enum ActorType {
     OAuthClient,
     /// A device presenting a license key (activate, validate, deactivate).
     LicenseKey,
+    /// A device presenting an enrollment token (registration) or its MQTT credentials.
+    Device,
     /// A connector of the platform (not audited per batch; named where a record needs it).
     Connector,
     Anonymous,
@@ -297,6 +320,7 @@ impl ActorType {
             ActorType::OAuthToken => "oauth_token",
             ActorType::OAuthClient => "oauth_client",
             ActorType::LicenseKey => "license_key",
+            ActorType::Device => "device",
             ActorType::Connector => "connector",
             ActorType::Anonymous => "anonymous",
         }

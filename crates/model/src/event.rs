@@ -27,10 +27,14 @@ pub enum EventType {
     LicenseRevoked,
     #[serde(rename = "license.renewed")]
     LicenseRenewed,
+    #[serde(rename = "device.online")]
+    DeviceOnline,
+    #[serde(rename = "device.offline")]
+    DeviceOffline,
 }
 
 impl EventType {
-    pub const ALL: [EventType; 10] = [
+    pub const ALL: [EventType; 12] = [
         EventType::AlertTriggered,
         EventType::AlertAcknowledged,
         EventType::AlertResolved,
@@ -41,6 +45,8 @@ impl EventType {
         EventType::LicenseReinstated,
         EventType::LicenseRevoked,
         EventType::LicenseRenewed,
+        EventType::DeviceOnline,
+        EventType::DeviceOffline,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -55,6 +61,8 @@ impl EventType {
             EventType::LicenseReinstated => "license.reinstated",
             EventType::LicenseRevoked => "license.revoked",
             EventType::LicenseRenewed => "license.renewed",
+            EventType::DeviceOnline => "device.online",
+            EventType::DeviceOffline => "device.offline",
         }
     }
 

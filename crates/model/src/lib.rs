@@ -4,6 +4,7 @@ pub mod alert;
 pub mod api_key;
 pub mod audit;
 pub mod dashboard;
+pub mod device;
 pub mod data_source;
 pub mod errors;
 pub mod event;

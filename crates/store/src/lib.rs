@@ -10,6 +10,8 @@ mod audit;
 mod audit_writer;
 mod backend;
 mod dashboards;
+mod device_channel;
+mod devices;
 mod data_source_cache;
 mod data_sources;
 mod database;
@@ -40,6 +42,10 @@ pub use backend::{Backend, backend_of, sqlite_file, sqlite_url_for};
 pub use dashboards::Dashboard;
 pub use data_sources::{ConnectorState, DataSourceUpdate, NewDataSource};
 pub use database::WriteTx;
+pub use device_channel::{DeviceHealthRecord, StatusChanged};
+pub use devices::{
+    DeviceFields, DeviceFilter, DeviceLogin, NewDevice, NewEnrollmentToken, RegisterError,
+};
 pub use error::{Result, StoreError};
 pub use identity::{AccountTokenKind, NewAccountToken, NewSession, UsedAccountToken};
 pub use lease::{CONNECTORS_LEASE, Lease};

@@ -8,6 +8,7 @@ mod audit;
 mod auth;
 mod dashboards;
 mod data_sources;
+mod fleet;
 mod licenses;
 mod notifications;
 mod oauth_apps;
@@ -40,6 +41,7 @@ pub fn all() -> Vec<Route> {
         oauth_apps::routes(),
         products::routes(),
         licenses::routes(),
+        fleet::routes(),
         audit::routes(),
     ]
     .into_iter()

@@ -10,6 +10,7 @@ use plantd_app::Caller;
 use plantd_app::events::Event;
 use plantd_model::Scope::ReadTelemetry;
 use plantd_model::alert::Alert;
+use plantd_model::device::Device;
 use plantd_model::audit::AuditEvent;
 use plantd_model::telemetry::Point;
 use plantd_model::tier::WebSocketLimits;
@@ -136,6 +137,12 @@ impl Filter {
             a.tag_name.as_deref(),
             a.data_source_id.as_deref(),
         )
+    }
+
+    /// Whether a device's status change concerns this subscription: the device's asset, with
+    /// no tag or data source filter (as for an alert without them).
+    fn covers_device(&self, d: &Device) -> bool {
+        self.accepts(&d.asset_id, None, None)
     }
 
     fn matches(&self, p: &Point) -> bool {
@@ -284,6 +291,24 @@ async fn run(
                         }
                         continue;
                     }
+                    Event::DeviceStatus { org_id, event, device } => {
+                        if *org_id != *caller.org_id {
+                            continue;
+                        }
+                        let Some((id, _)) = subscriptions.iter().find(|(_, f)| f.covers_device(&device)) else {
+                            continue;
+                        };
+                        if !outbound.allow() {
+                            let reason = format!("outbound message rate limit of {}/s for the {tier} tier exceeded; subscribe to fewer series", limits.messages_out_per_second.unwrap_or(0));
+                            close(&mut socket, close_code::POLICY, reason).await;
+                            return;
+                        }
+                        if !send(&mut socket, json!({"type": "device", "event": event, "subscription": id, "data": &*device})).await {
+                            return;
+                        }
+                        continue;
+                    }
+                    Event::DeviceChanged { .. } | Event::CommandQueued { .. } => continue,
                 };
                 if *org_id != *caller.org_id {
                     continue;
