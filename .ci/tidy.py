@@ -21,7 +21,7 @@ LAYERS = [
     ["store"],
     ["tsdb", "alerts", "connectors", "sim"],
     ["app"],
-    ["api"],
+    ["api", "mqtt"],
     ["test-support"],
     ["plantd", "bench"],
 ]

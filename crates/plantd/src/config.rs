@@ -34,6 +34,83 @@ pub struct FileConfig {
     /// The origin clients reach the server at (`https://plant.example.com`): the issuer and
     /// audience of access tokens, and the base of emailed links. Default: `http://<listen>`.
     pub public_url: Option<String>,
+    /// The MQTT device channel.
+    pub mqtt: Option<MqttFileConfig>,
+    /// Seconds without a heartbeat or message after which a device is offline (default 180).
+    pub device_offline_after_secs: Option<u64>,
+}
+
+/// `[mqtt]`: the device channel's addresses (flags and `PLANTD_MQTT_*` win).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MqttFileConfig {
+    pub listen: Option<String>,
+    pub tls_listen: Option<String>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+}
+
+/// The MQTT flags of `serve` and `up`.
+#[derive(Debug, Default, Clone, clap::Args)]
+pub struct MqttArgs {
+    /// Serve the MQTT device channel on this address (e.g. 0.0.0.0:1883).
+    #[arg(long, env = "PLANTD_MQTT_LISTEN")]
+    pub mqtt_listen: Option<String>,
+    /// Serve MQTT over TLS on this address (e.g. 0.0.0.0:8883) with --mqtt-tls-cert and --mqtt-tls-key.
+    #[arg(long, env = "PLANTD_MQTT_TLS_LISTEN")]
+    pub mqtt_tls_listen: Option<String>,
+    /// The TLS certificate chain (PEM) of the MQTT channel.
+    #[arg(long, env = "PLANTD_MQTT_TLS_CERT")]
+    pub mqtt_tls_cert: Option<PathBuf>,
+    /// The TLS private key (PEM) of the MQTT channel.
+    #[arg(long, env = "PLANTD_MQTT_TLS_KEY")]
+    pub mqtt_tls_key: Option<PathBuf>,
+}
+
+fn parse_addr(flag: &str, text: &str) -> anyhow::Result<SocketAddr> {
+    text.parse()
+        .map_err(|_| anyhow::anyhow!("{flag} '{text}' is not an address such as 0.0.0.0:1883"))
+}
+
+impl MqttArgs {
+    /// The channel's settings from the flags over the file; `None` when it is off.
+    pub fn resolve(
+        self,
+        file: Option<&MqttFileConfig>,
+        default_listen: Option<&str>,
+    ) -> anyhow::Result<Option<plantd_mqtt::MqttSettings>> {
+        let empty = MqttFileConfig::default();
+        let file = file.unwrap_or(&empty);
+        let listen = self
+            .mqtt_listen
+            .or_else(|| file.listen.clone())
+            .or_else(|| default_listen.map(String::from));
+        let tls_listen = self.mqtt_tls_listen.or_else(|| file.tls_listen.clone());
+        let cert = self.mqtt_tls_cert.or_else(|| file.tls_cert.clone());
+        let key = self.mqtt_tls_key.or_else(|| file.tls_key.clone());
+        let tls = match (tls_listen, cert, key) {
+            (None, None, None) => None,
+            (addr, Some(cert), Some(key)) => Some((
+                parse_addr(
+                    "--mqtt-tls-listen",
+                    addr.as_deref().unwrap_or("0.0.0.0:8883"),
+                )?,
+                cert,
+                key,
+            )),
+            _ => bail!("MQTT over TLS needs both --mqtt-tls-cert and --mqtt-tls-key"),
+        };
+        let Some(listen) = listen else {
+            if tls.is_some() {
+                bail!("MQTT over TLS needs the plain channel too: give --mqtt-listen");
+            }
+            return Ok(None);
+        };
+        Ok(Some(plantd_mqtt::MqttSettings {
+            listen: parse_addr("--mqtt-listen", &listen)?,
+            tls,
+        }))
+    }
 }
 
 /// `[telemetry]`: retention per level and how often it is enforced.
@@ -97,16 +174,37 @@ impl StorageConfig {
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
     pub listen: SocketAddr,
+    /// The MQTT device channel, when on.
+    pub mqtt: Option<plantd_mqtt::MqttSettings>,
     pub storage: StorageConfig,
     pub api: plantd_app::AppConfig,
 }
 
 impl ServeConfig {
+    #[cfg(test)]
     pub fn resolve(
         file: FileConfig,
         listen: Option<String>,
         storage: StorageConfig,
     ) -> anyhow::Result<Self> {
+        Self::resolve_with(file, listen, MqttArgs::default(), None, storage)
+    }
+
+    /// With the MQTT flags; `mqtt_default` turns the channel on where nothing says otherwise
+    /// (`plantd up`).
+    pub fn resolve_with(
+        file: FileConfig,
+        listen: Option<String>,
+        mqtt: MqttArgs,
+        mqtt_default: Option<&str>,
+        storage: StorageConfig,
+    ) -> anyhow::Result<Self> {
+        let mqtt = mqtt.resolve(file.mqtt.as_ref(), mqtt_default)?;
+        let device_offline_after = match file.device_offline_after_secs {
+            Some(s) if s < 10 => bail!("device_offline_after_secs must be at least 10"),
+            Some(s) => Some(Duration::from_secs(s)),
+            None => None,
+        };
         let listen_text = listen
             .or_else(|| file.listen.clone())
             .unwrap_or_else(|| DEFAULT_LISTEN.into());
@@ -171,10 +269,12 @@ impl ServeConfig {
                 }
                 _ => None,
             },
+            device_offline_after: device_offline_after.unwrap_or(defaults.device_offline_after),
             ..defaults
         };
         Ok(Self {
             listen,
+            mqtt,
             storage,
             api,
         })

@@ -60,6 +60,9 @@ enum Command {
         /// The simulator's OPC UA port (0: a free one).
         #[arg(long, default_value_t = 4840)]
         sim_port: u16,
+        /// The MQTT device channel [default: 127.0.0.1:1883, or a free port when that is taken].
+        #[command(flatten)]
+        mqtt: config::MqttArgs,
         #[command(flatten)]
         storage: StorageArgs,
     },
@@ -68,6 +71,8 @@ enum Command {
         /// Address to listen on [default: 127.0.0.1:8000].
         #[arg(long, env = "PLANTD_LISTEN")]
         listen: Option<String>,
+        #[command(flatten)]
+        mqtt: config::MqttArgs,
         #[command(flatten)]
         storage: StorageArgs,
     },
@@ -213,21 +218,32 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let log_level = cli.log_level;
     let init_logging = || server::init_logging(log_level.as_deref());
     match cli.command {
-        Command::Serve { listen, storage } => {
+        Command::Serve {
+            listen,
+            mqtt,
+            storage,
+        } => {
             init_logging();
             let (file, storage_cfg, store) = open_store(&storage).await?;
-            let cfg = ServeConfig::resolve(file, listen, storage_cfg)?;
+            let cfg = ServeConfig::resolve_with(file, listen, mqtt, None, storage_cfg)?;
             server::serve(cfg, store, None).await
         }
         Command::Up {
             listen,
             no_sim,
             sim_port,
+            mqtt,
             storage,
         } => {
             init_logging();
             let (file, storage_cfg, store) = open_store(&storage).await?;
-            let cfg = ServeConfig::resolve(file, listen, storage_cfg)?;
+            let cfg = ServeConfig::resolve_with(
+                file,
+                listen,
+                mqtt,
+                Some(server::UP_MQTT_LISTEN),
+                storage_cfg,
+            )?;
             server::serve(
                 cfg,
                 store,

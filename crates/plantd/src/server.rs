@@ -128,6 +128,28 @@ async fn start_simulator(
     }
 }
 
+/// Where `plantd up` serves the MQTT device channel unless told otherwise.
+pub(crate) const UP_MQTT_LISTEN: &str = "127.0.0.1:1883";
+
+/// Starts the MQTT device channel; under `plantd up`, a taken default port falls back to a
+/// free one (printed), as a developer machine may already run a broker there.
+async fn start_mqtt(
+    app: &plantd_app::App,
+    settings: &plantd_mqtt::MqttSettings,
+    up: bool,
+) -> anyhow::Result<plantd_mqtt::MqttChannel> {
+    match plantd_mqtt::start(app.clone(), settings).await {
+        Ok(c) => Ok(c),
+        Err(e) if up && settings.listen.to_string() == UP_MQTT_LISTEN => {
+            tracing::warn!(error = %e, "the default MQTT port is taken; using a free one");
+            let mut free = settings.clone();
+            free.listen.set_port(0);
+            Ok(plantd_mqtt::start(app.clone(), &free).await?)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
 pub(crate) async fn serve(
     cfg: ServeConfig,
     store: plantd_store::Store,
@@ -228,9 +250,25 @@ pub(crate) async fn serve(
         ),
         None => {}
     }
+    let mqtt = match &cfg.mqtt {
+        Some(settings) => {
+            let channel = start_mqtt(&app, settings, demo.is_some()).await?;
+            if let Some(a) = channel.local_addr {
+                println!("MQTT device channel: mqtt://{a}");
+            }
+            if let Some(a) = channel.tls_local_addr {
+                println!("MQTT device channel over TLS: mqtts://{a}");
+            }
+            Some(channel)
+        }
+        None => None,
+    };
     println!("stop: Ctrl-C (or SIGTERM); logs go to stderr (--log-level info for more)");
     tracing::info!(%addr, "serving");
     plantd_api::serve(listener, app, stopped(stop)).await?;
+    if let Some(channel) = mqtt {
+        channel.stop().await;
+    }
     store.close().await;
     if let Some(sim) = simulator
         && let Err(e) = sim.task.await
