@@ -81,8 +81,10 @@ impl App {
         trail.resource(&login.id);
         let given = std::str::from_utf8(password).unwrap_or_default();
         let hash = plantd_auth::hash_key(given);
-        if !plantd_auth::equal_in_constant_time(hash.as_bytes(), login.mqtt_password_hash.as_bytes())
-        {
+        if !plantd_auth::equal_in_constant_time(
+            hash.as_bytes(),
+            login.mqtt_password_hash.as_bytes(),
+        ) {
             return Err(refused());
         }
         let tier = self.store().org(&login.org_id).await?.tier;
@@ -116,7 +118,10 @@ impl App {
     /// this node's first contact).
     pub async fn device_seen(&self, session: &DeviceSession) {
         let now = Timestamp::now();
-        if self.seen_devices().saw(&session.org_id, &session.device_id, now) {
+        if self
+            .seen_devices()
+            .saw(&session.org_id, &session.device_id, now)
+        {
             self.write_contacts().await;
         }
     }
@@ -138,7 +143,8 @@ impl App {
         }
         let bytes = serde_json::to_vec(&body)
             .map_err(|e| AppError::internal("re-encoding a device's telemetry", e))?;
-        self.ingest(&session.caller, Batch::Body(&bytes), None).await
+        self.ingest(&session.caller, Batch::Body(&bytes), None)
+            .await
     }
 
     /// A heartbeat: its figures are the device's health and telemetry of its asset.
@@ -149,8 +155,8 @@ impl App {
         hb.check(&mut v);
         v.finish()?;
         let now = Timestamp::now();
-        let figures = serde_json::to_value(&hb)
-            .map_err(|e| AppError::internal("encoding a heartbeat", e))?;
+        let figures =
+            serde_json::to_value(&hb).map_err(|e| AppError::internal("encoding a heartbeat", e))?;
         self.store()
             .record_heartbeat(
                 &session.org_id,
@@ -280,7 +286,10 @@ impl App {
         let now = Timestamp::now();
         // Contacts reach the database up to a tick late: sweeping a tick early keeps "offline
         // at most `device_offline_after` after the last contact".
-        let delay = self.config().device_offline_after.saturating_sub(FLEET_TICK);
+        let delay = self
+            .config()
+            .device_offline_after
+            .saturating_sub(FLEET_TICK);
         let cutoff = Timestamp::from_millis(now.millis() - delay.as_millis() as i64);
         let changed = self.store().sweep_offline(cutoff, now).await?;
         self.announce(changed).await;
@@ -306,7 +315,9 @@ pub(crate) async fn run(app: App, mut stop: watch::Receiver<bool>) {
         if let Err(e) = &result {
             tracing::warn!(error = %plantd_model::error_chain(e), "fleet pass failed; retrying");
         }
-        app.workers()
-            .report(FLEET_WORKER, result.map_err(|e| plantd_model::error_chain(&e)));
+        app.workers().report(
+            FLEET_WORKER,
+            result.map_err(|e| plantd_model::error_chain(&e)),
+        );
     }
 }

@@ -9,8 +9,8 @@ use plantd_model::device::{
 };
 use plantd_model::page::{Page, Paged};
 use plantd_model::validation::Validator;
-use plantd_store::{DeviceFields, NewDevice, NewEnrollmentToken, RegisterError};
 pub use plantd_store::DeviceFilter;
+use plantd_store::{DeviceFields, NewDevice, NewEnrollmentToken, RegisterError};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 

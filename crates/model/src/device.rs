@@ -293,9 +293,18 @@ mod tests {
     #[test]
     fn topics_round_trip() {
         let t = DeviceTopics::of("d1");
-        assert_eq!(parse_topic(&t.telemetry), Some(("d1", DeviceTopic::Telemetry)));
-        assert_eq!(parse_topic(&t.heartbeat), Some(("d1", DeviceTopic::Heartbeat)));
-        assert_eq!(parse_topic(&t.commands), Some(("d1", DeviceTopic::Commands)));
+        assert_eq!(
+            parse_topic(&t.telemetry),
+            Some(("d1", DeviceTopic::Telemetry))
+        );
+        assert_eq!(
+            parse_topic(&t.heartbeat),
+            Some(("d1", DeviceTopic::Heartbeat))
+        );
+        assert_eq!(
+            parse_topic(&t.commands),
+            Some(("d1", DeviceTopic::Commands))
+        );
         assert_eq!(
             parse_topic(&t.command_results),
             Some(("d1", DeviceTopic::CommandResults))
@@ -337,6 +346,10 @@ mod tests {
         t.uses = 1;
         assert!(t.refusal(now).unwrap().contains("maximum"));
         t.uses = 0;
-        assert!(t.refusal(Timestamp::from_millis(2_000_000)).unwrap().contains("expired"));
+        assert!(
+            t.refusal(Timestamp::from_millis(2_000_000))
+                .unwrap()
+                .contains("expired")
+        );
     }
 }

@@ -5,10 +5,10 @@
 //! message is acknowledged only once durable; a refused or malformed one is dropped with a
 //! counted, logged reason, and the channel goes on.
 
+use mqtt5::broker::events::{ClientSubscribeEvent, PublishAction};
 use mqtt5::broker::{
     AuthProvider, AuthResult, BrokerEventHandler, ClientConnectEvent, ClientPublishEvent,
 };
-use mqtt5::broker::events::{ClientSubscribeEvent, PublishAction};
 use mqtt5::packet::connect::ConnectPacket;
 use mqtt5::protocol::v5::reason_codes::ReasonCode;
 use plantd_app::App;
@@ -52,7 +52,9 @@ pub(crate) struct DeviceAuth {
     pub(crate) sessions: Sessions,
 }
 
-fn boxed<'a, T>(f: impl Future<Output = T> + Send + 'a) -> Pin<Box<dyn Future<Output = T> + Send + 'a>> {
+fn boxed<'a, T>(
+    f: impl Future<Output = T> + Send + 'a,
+) -> Pin<Box<dyn Future<Output = T> + Send + 'a>> {
     Box::pin(f)
 }
 
@@ -95,7 +97,10 @@ impl AuthProvider for DeviceAuth {
                 Err(plantd_app::AppError::Unauthenticated(m)) => {
                     metrics::counter!("plantd_mqtt_logins_refused_total", "reason" => "credentials")
                         .increment(1);
-                    Ok(AuthResult::fail_with_reason(ReasonCode::BadUsernameOrPassword, m))
+                    Ok(AuthResult::fail_with_reason(
+                        ReasonCode::BadUsernameOrPassword,
+                        m,
+                    ))
                 }
                 Err(e) => {
                     tracing::warn!(error = %plantd_model::error_chain(&e), "an MQTT login could not be checked");
@@ -115,9 +120,7 @@ impl AuthProvider for DeviceAuth {
         topic: &'a str,
     ) -> Pin<Box<dyn Future<Output = bool> + Send + 'a>> {
         let allowed = match (user_id, parse_topic(topic)) {
-            (Some(user), Some((device, kind))) => {
-                user == device && kind != DeviceTopic::Commands
-            }
+            (Some(user), Some((device, kind))) => user == device && kind != DeviceTopic::Commands,
             _ => false,
         };
         if !allowed {
@@ -153,7 +156,10 @@ impl DeviceEvents {
         let (what, result) = match kind {
             DeviceTopic::Telemetry => (
                 "telemetry",
-                self.app.device_telemetry(session, payload).await.map(|_| ()),
+                self.app
+                    .device_telemetry(session, payload)
+                    .await
+                    .map(|_| ()),
             ),
             DeviceTopic::Heartbeat => (
                 "heartbeat",
@@ -203,10 +209,7 @@ impl BrokerEventHandler for DeviceEvents {
         event: ClientPublishEvent,
     ) -> Pin<Box<dyn Future<Output = PublishAction> + Send + 'a>> {
         boxed(async move {
-            let session = event
-                .user_id
-                .as_deref()
-                .and_then(|u| self.sessions.get(u));
+            let session = event.user_id.as_deref().and_then(|u| self.sessions.get(u));
             match (session, parse_topic(&event.topic)) {
                 (Some(session), Some((device, kind))) if device == session.device_id => {
                     self.handle(&session, kind, &event.payload).await;

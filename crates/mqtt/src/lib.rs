@@ -72,7 +72,8 @@ pub async fn start(app: App, settings: &MqttSettings) -> Result<MqttChannel, Sta
     config.storage_config.enable_persistence = false;
     config.session_expiry_interval = Duration::from_secs(3600);
     if let Some((addr, cert, key)) = &settings.tls {
-        config = config.with_tls(TlsConfig::new(cert.clone(), key.clone()).with_bind_address(*addr));
+        config =
+            config.with_tls(TlsConfig::new(cert.clone(), key.clone()).with_bind_address(*addr));
     }
     let broker = MqttBroker::with_config(config)
         .await
@@ -92,7 +93,11 @@ pub async fn start(app: App, settings: &MqttSettings) -> Result<MqttChannel, Sta
         }
     });
     let delivery = tokio::spawn(deliver(app, router, sessions, deliver_rx));
-    tracing::info!(?local_addr, ?tls_local_addr, "MQTT device channel listening");
+    tracing::info!(
+        ?local_addr,
+        ?tls_local_addr,
+        "MQTT device channel listening"
+    );
     Ok(MqttChannel {
         shutdown,
         broker: broker_task,

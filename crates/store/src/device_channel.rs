@@ -40,7 +40,9 @@ fn command_from_row(row: &AnyRow) -> Result<Command> {
     let params: String = row.try_get("params")?;
     let result: Option<String> = row.try_get("result")?;
     let ts = |c: &str| -> Result<Option<Timestamp>> {
-        Ok(row.try_get::<Option<i64>, _>(c)?.map(Timestamp::from_millis))
+        Ok(row
+            .try_get::<Option<i64>, _>(c)?
+            .map(Timestamp::from_millis))
     };
     Ok(Command {
         id: row.try_get("id")?,
@@ -262,8 +264,9 @@ impl Store {
             .await?;
             let status: Option<String> = row.map(|r| r.try_get("status")).transpose()?;
             if status.is_some_and(|s| s != DeviceStatus::Online.as_str()) {
-                changed
-                    .push(change_status(&mut tx, org_id, device_id, DeviceStatus::Online, *at).await?);
+                changed.push(
+                    change_status(&mut tx, org_id, device_id, DeviceStatus::Online, *at).await?,
+                );
             }
         }
         tx.commit().await?;
@@ -271,7 +274,11 @@ impl Store {
     }
 
     /// Turns `offline` every online device last seen before `cutoff`; the changes.
-    pub async fn sweep_offline(&self, cutoff: Timestamp, now: Timestamp) -> Result<Vec<StatusChanged>> {
+    pub async fn sweep_offline(
+        &self,
+        cutoff: Timestamp,
+        now: Timestamp,
+    ) -> Result<Vec<StatusChanged>> {
         let due = sqlx::query(
             "SELECT org_id, id FROM devices WHERE status = 'online' AND last_seen_at < $1 LIMIT 1000",
         )
@@ -295,7 +302,8 @@ impl Store {
             .fetch_optional(&mut *tx)
             .await?;
             if still.is_some() {
-                changed.push(change_status(&mut tx, &org_id, &id, DeviceStatus::Offline, now).await?);
+                changed
+                    .push(change_status(&mut tx, &org_id, &id, DeviceStatus::Offline, now).await?);
             }
         }
         tx.commit().await?;

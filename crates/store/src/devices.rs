@@ -131,9 +131,7 @@ fn token_from_row(row: &AnyRow) -> Result<EnrollmentToken> {
         group_id: row.try_get("group_id")?,
         tags: json_column(row, "tags")?,
         expires_at: opt_ts(row, "expires_at")?,
-        max_uses: row
-            .try_get::<Option<i64>, _>("max_uses")?
-            .map(|m| m as u64),
+        max_uses: row.try_get::<Option<i64>, _>("max_uses")?.map(|m| m as u64),
         uses: row.try_get::<i64, _>("uses")? as u64,
         revoked_at: opt_ts(row, "revoked_at")?,
         created_at: Timestamp::from_millis(row.try_get("created_at")?),
@@ -197,11 +195,12 @@ async fn set_memberships(
         .execute(&mut *conn)
         .await?;
     for g in group_ids {
-        let exists = sqlx::query("SELECT 1 AS one FROM device_groups WHERE org_id = $1 AND id = $2")
-            .bind(org_id)
-            .bind(g)
-            .fetch_optional(&mut *conn)
-            .await?;
+        let exists =
+            sqlx::query("SELECT 1 AS one FROM device_groups WHERE org_id = $1 AND id = $2")
+                .bind(org_id)
+                .bind(g)
+                .fetch_optional(&mut *conn)
+                .await?;
         if exists.is_none() {
             return Err(StoreError::NotFound);
         }
@@ -343,12 +342,7 @@ impl Store {
     }
 
     /// Changes a device's fields, groups and tags together.
-    pub async fn update_device(
-        &self,
-        org_id: &str,
-        id: &str,
-        f: &DeviceFields,
-    ) -> Result<Device> {
+    pub async fn update_device(&self, org_id: &str, id: &str, f: &DeviceFields) -> Result<Device> {
         let mut tx = self.begin_write().await?;
         let done = sqlx::query(
             "UPDATE devices SET name = $1, tags = $2, metadata = $3, asset_id = $4, updated_at = $5 \
@@ -400,7 +394,10 @@ impl Store {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let sql = format!("SELECT id FROM devices WHERE id IN {}", placeholders(1, ids.len()));
+        let sql = format!(
+            "SELECT id FROM devices WHERE id IN {}",
+            placeholders(1, ids.len())
+        );
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
         for id in ids {
             q = q.bind(id.clone());
@@ -409,7 +406,12 @@ impl Store {
         rows.iter().map(|r| Ok(r.try_get("id")?)).collect()
     }
 
-    pub async fn create_group(&self, org_id: &str, name: &str, description: &str) -> Result<DeviceGroup> {
+    pub async fn create_group(
+        &self,
+        org_id: &str,
+        name: &str,
+        description: &str,
+    ) -> Result<DeviceGroup> {
         let now = Timestamp::now().millis();
         let id = new_id();
         let mut tx = self.begin_write().await?;
@@ -488,11 +490,12 @@ impl Store {
         let id = new_id();
         let mut tx = self.begin_write().await?;
         if let Some(g) = &t.group_id {
-            let exists = sqlx::query("SELECT 1 AS one FROM device_groups WHERE org_id = $1 AND id = $2")
-                .bind(org_id)
-                .bind(g)
-                .fetch_optional(&mut *tx)
-                .await?;
+            let exists =
+                sqlx::query("SELECT 1 AS one FROM device_groups WHERE org_id = $1 AND id = $2")
+                    .bind(org_id)
+                    .bind(g)
+                    .fetch_optional(&mut *tx)
+                    .await?;
             if exists.is_none() {
                 return Err(StoreError::NotFound);
             }
@@ -538,7 +541,10 @@ impl Store {
 
     /// The token whose secret hashes to `hash`, with its organization.
     pub async fn enrollment_token_by_hash(&self, hash: &str) -> Result<(String, EnrollmentToken)> {
-        let sql = format!("SELECT {} FROM enrollment_tokens WHERE token_hash = $1", TOKENS.columns);
+        let sql = format!(
+            "SELECT {} FROM enrollment_tokens WHERE token_hash = $1",
+            TOKENS.columns
+        );
         let row = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(hash)
             .fetch_optional(self.pool())

@@ -20,6 +20,8 @@ pub struct TestApp {
     pub org_id: String,
     pub admin_key: String,
     pub database_url: String,
+    /// The application the server serves (what other doors, such as MQTT, are started with).
+    pub app: plantd_app::App,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
     temp_dir: Option<PathBuf>,
@@ -125,7 +127,7 @@ async fn start_node(
     let addr = listener.local_addr().expect("local addr");
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let app = plantd_app::App::new(store.clone(), config.listening_on(addr));
-    let server = tokio::spawn(plantd_api::serve(listener, app, async {
+    let server = tokio::spawn(plantd_api::serve(listener, app.clone(), async {
         let _ = rx.await;
     }));
     TestApp {
@@ -136,6 +138,7 @@ async fn start_node(
         org_id,
         admin_key,
         database_url,
+        app,
         shutdown: Some(tx),
         server: Some(server),
         temp_dir,
@@ -143,6 +146,17 @@ async fn start_node(
 }
 
 impl TestApp {
+    /// Starts the MQTT device channel of this server on a free loopback port.
+    pub async fn start_mqtt(&self) -> plantd_mqtt::MqttChannel {
+        let settings = plantd_mqtt::MqttSettings {
+            listen: "127.0.0.1:0".parse().expect("an address"),
+            tls: None,
+        };
+        plantd_mqtt::start(self.app.clone(), &settings)
+            .await
+            .expect("the MQTT channel starts")
+    }
+
     /// Sends a request with an optional bearer key and JSON body.
     pub async fn call(
         &self,

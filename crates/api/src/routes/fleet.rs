@@ -24,12 +24,18 @@ use crate::state::AppState;
 
 pub(crate) fn routes() -> Vec<Route> {
     vec![
-        route!(list_devices, Policy::scope(ReadAssets, AuditEvent::DeviceList)),
+        route!(
+            list_devices,
+            Policy::scope(ReadAssets, AuditEvent::DeviceList)
+        ),
         route!(
             register_device,
             Policy::scope_or_proof(WriteAssets, AuditEvent::DeviceRegister)
         ),
-        route!(get_device, Policy::scope(ReadAssets, AuditEvent::DeviceRead)),
+        route!(
+            get_device,
+            Policy::scope(ReadAssets, AuditEvent::DeviceRead)
+        ),
         route!(
             update_device,
             Policy::scope(WriteAssets, AuditEvent::DeviceUpdate)
@@ -285,5 +291,8 @@ async fn list_tokens(
 #[utoipa::path(post, path = "/fleet/enrollment/tokens/{id}/revoke", tag = "fleet", params(("id" = String, Path)),
     responses((status = 200, body = Data<EnrollmentToken>)))]
 async fn revoke_token(State(state): State<AppState>, r: ById) -> ApiResult<Response> {
-    Ok(ok(state.app.revoke_enrollment_token(r.org(), &r.id).await?))
+    Ok(ok(state
+        .app
+        .revoke_enrollment_token(r.org(), &r.id)
+        .await?))
 }

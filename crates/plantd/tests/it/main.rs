@@ -13,6 +13,7 @@ mod conventions;
 mod crash;
 mod dashboards;
 mod data_sources;
+mod fleet;
 mod identity;
 mod licenses;
 mod metrics;

@@ -1,0 +1,661 @@
+//! Fleet (issue 28): devices, groups and enrollment tokens over HTTP with their refusals and
+//! tenancy; and the MQTT device channel with a real MQTT client (rumqttc, MQTT 3.1.1): logins,
+//! own-topic rights, telemetry acknowledged once durable, heartbeats and health, commands with
+//! their answers and time to live, status turning offline, and a deleted device disconnected.
+
+use plantd_app::AppConfig;
+use plantd_model::Tier;
+use plantd_test_support::{TestApp, spawn_app, spawn_app_with, wait_for};
+use reqwest::Method;
+use rumqttc::{AsyncClient, ConnectReturnCode, Event, EventLoop, MqttOptions, Packet, QoS};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+async fn register(app: &TestApp, key: &str, serial: &str, extra: Value) -> Value {
+    let mut body = json!({"name": format!("Gateway {serial}"), "serial_number": serial});
+    body.as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    app.post("/fleet/devices", key, body).await.expect(201).json["data"].clone()
+}
+
+fn ids(list: &Value) -> Vec<String> {
+    list["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn devices_groups_and_enrollment_tokens() {
+    let app = spawn_app().await;
+    let k = app.admin_key.clone();
+    let group = app
+        .post(
+            "/fleet/groups",
+            &k,
+            json!({"name": "Line 1", "description": "press line"}),
+        )
+        .await
+        .expect(201)
+        .json["data"]
+        .clone();
+    let gid = group["id"].as_str().unwrap().to_string();
+    assert_eq!(group["device_count"], 0);
+    app.post("/fleet/groups", &k, json!({"name": "Line 1"}))
+        .await
+        .expect(409);
+
+    // An operator registers a device: the record, unknown until first contact, with its MQTT
+    // credentials shown once.
+    let d1 = register(
+        &app,
+        &k,
+        "SN-1",
+        json!({"tags": ["press", "north"], "group_ids": [gid], "metadata": {"site": "A"}}),
+    )
+    .await;
+    let d1_id = d1["id"].as_str().unwrap().to_string();
+    assert_eq!(d1["status"], "unknown");
+    assert_eq!(d1["asset_id"], d1_id);
+    assert_eq!(d1["group_ids"], json!([gid]));
+    assert_eq!(d1["mqtt"]["username"], d1_id);
+    assert_eq!(d1["mqtt"]["client_id"], d1_id);
+    assert!(d1["mqtt"]["password"].as_str().unwrap().starts_with("pdm_"));
+    assert_eq!(
+        d1["mqtt"]["topics"]["commands"],
+        format!("plantd/devices/{d1_id}/commands")
+    );
+    let read = app
+        .get(&format!("/fleet/devices/{d1_id}"), &k)
+        .await
+        .expect(200);
+    assert!(read.json["data"].get("mqtt").is_none(), "{}", read.text);
+    assert!(!read.text.contains("pdm_"));
+    // A serial number registers once.
+    let dup = app
+        .post(
+            "/fleet/devices",
+            &k,
+            json!({"name": "again", "serial_number": "SN-1"}),
+        )
+        .await
+        .expect(409);
+    assert_eq!(dup.code(), "conflict");
+    // A group that is not there is named.
+    let bad = app
+        .post(
+            "/fleet/devices",
+            &k,
+            json!({"name": "x", "serial_number": "SN-X", "group_ids": ["nope"]}),
+        )
+        .await
+        .expect(400);
+    assert!(bad.text.contains("group_ids"), "{}", bad.text);
+    // Nothing without a key or a token.
+    let anonymous = app
+        .call(
+            Method::POST,
+            "/fleet/devices",
+            None,
+            Some(json!({"name": "x", "serial_number": "SN-Y"})),
+        )
+        .await
+        .expect(401);
+    assert!(
+        anonymous.text.contains("enrollment_token"),
+        "{}",
+        anonymous.text
+    );
+    // A read-only key cannot register.
+    let reader = app.key(&[plantd_model::Scope::ReadAssets]).await;
+    app.post(
+        "/fleet/devices",
+        &reader,
+        json!({"name": "x", "serial_number": "SN-Z"}),
+    )
+    .await
+    .expect(403);
+
+    // Enrollment tokens: the secret once, then never.
+    let past = app
+        .post(
+            "/fleet/enrollment/token",
+            &k,
+            json!({"expires_at": "2020-01-01T00:00:00Z"}),
+        )
+        .await
+        .expect(400);
+    assert!(past.text.contains("expires_at"));
+    app.post("/fleet/enrollment/token", &k, json!({"max_uses": 0}))
+        .await
+        .expect(400);
+    let token = app
+        .post(
+            "/fleet/enrollment/token",
+            &k,
+            json!({"group_id": gid, "tags": ["enrolled"], "max_uses": 1}),
+        )
+        .await
+        .expect(201)
+        .json["data"]
+        .clone();
+    let secret = token["token"].as_str().unwrap().to_string();
+    assert!(secret.starts_with("pde_"));
+    let tokens = app.get("/fleet/enrollment/tokens", &k).await.expect(200);
+    assert!(!tokens.text.contains(&secret));
+    assert_eq!(tokens.json["data"][0]["uses"], 0);
+    // An empty body makes an unlimited token.
+    let open = app
+        .call(Method::POST, "/fleet/enrollment/token", Some(&k), None)
+        .await
+        .expect(201);
+    assert!(open.json["data"]["max_uses"].is_null());
+
+    // A device enrolls itself: no API key, the token's group and tags besides its own.
+    let d2 = app
+        .call(
+            Method::POST,
+            "/fleet/devices",
+            None,
+            Some(json!({"name": "self", "serial_number": "SN-2", "tags": ["own"], "enrollment_token": secret})),
+        )
+        .await
+        .expect(201)
+        .json["data"]
+        .clone();
+    assert_eq!(d2["group_ids"], json!([gid]));
+    assert_eq!(d2["tags"], json!(["own", "enrolled"]));
+    // Used up, unknown, both credentials, revoked.
+    let used = app
+        .call(
+            Method::POST,
+            "/fleet/devices",
+            None,
+            Some(json!({"name": "x", "serial_number": "SN-3", "enrollment_token": secret})),
+        )
+        .await
+        .expect(409);
+    assert_eq!(used.code(), "enrollment_token_used_up", "{}", used.text);
+    app.call(
+        Method::POST,
+        "/fleet/devices",
+        None,
+        Some(json!({"name": "x", "serial_number": "SN-3", "enrollment_token": "pde_nothing"})),
+    )
+    .await
+    .expect(401);
+    app.post(
+        "/fleet/devices",
+        &k,
+        json!({"name": "x", "serial_number": "SN-3", "enrollment_token": secret}),
+    )
+    .await
+    .expect(400);
+    let open_id = open.json["data"]["id"].as_str().unwrap();
+    let open_secret = open.json["data"]["token"].as_str().unwrap();
+    let revoked = app
+        .call(
+            Method::POST,
+            &format!("/fleet/enrollment/tokens/{open_id}/revoke"),
+            Some(&k),
+            None,
+        )
+        .await
+        .expect(200);
+    assert!(revoked.json["data"]["revoked_at"].is_string());
+    let refused = app
+        .call(
+            Method::POST,
+            "/fleet/devices",
+            None,
+            Some(json!({"name": "x", "serial_number": "SN-4", "enrollment_token": open_secret})),
+        )
+        .await
+        .expect(409);
+    assert_eq!(refused.code(), "enrollment_token_revoked");
+
+    // Filters: status, group, tags (all of them).
+    let d3 = register(&app, &k, "SN-5", json!({"tags": ["press"]})).await;
+    let d3_id = d3["id"].as_str().unwrap().to_string();
+    let d2_id = d2["id"].as_str().unwrap().to_string();
+    let by_group = app
+        .get(&format!("/fleet/devices?group_id={gid}"), &k)
+        .await
+        .expect(200);
+    assert_eq!(ids(&by_group.json), vec![d1_id.clone(), d2_id.clone()]);
+    let by_tags = app
+        .get("/fleet/devices?tags=press,north", &k)
+        .await
+        .expect(200);
+    assert_eq!(ids(&by_tags.json), vec![d1_id.clone()]);
+    let by_tag = app.get("/fleet/devices?tags=press", &k).await.expect(200);
+    assert_eq!(ids(&by_tag.json), vec![d1_id.clone(), d3_id.clone()]);
+    let unknown = app
+        .get("/fleet/devices?status=unknown&per_page=2", &k)
+        .await
+        .expect(200);
+    assert_eq!(unknown.json["meta"]["total"], 3);
+    assert_eq!(unknown.json["data"].as_array().unwrap().len(), 2);
+    app.get("/fleet/devices?status=asleep", &k)
+        .await
+        .expect(400);
+    assert_eq!(
+        app.get(&format!("/fleet/groups/{gid}"), &k)
+            .await
+            .expect(200)
+            .json["data"]["device_count"],
+        2
+    );
+
+    // PUT sets the groups; deleting a group keeps its devices.
+    let moved = app
+        .put(
+            &format!("/fleet/devices/{d3_id}"),
+            &k,
+            json!({"group_ids": [gid], "name": "renamed"}),
+        )
+        .await
+        .expect(200);
+    assert_eq!(moved.json["data"]["group_ids"], json!([gid]));
+    assert_eq!(moved.json["data"]["tags"], json!(["press"]));
+    app.put(
+        &format!("/fleet/groups/{gid}"),
+        &k,
+        json!({"description": "new"}),
+    )
+    .await
+    .expect(200);
+    app.delete(&format!("/fleet/groups/{gid}"), &k)
+        .await
+        .expect(204);
+    let after = app
+        .get(&format!("/fleet/devices/{d3_id}"), &k)
+        .await
+        .expect(200);
+    assert_eq!(after.json["data"]["group_ids"], json!([]));
+
+    // Another organization sees none of it: its ids behave as missing ones.
+    let (_b, b) = app.other_org("B Corp", Tier::Professional).await;
+    assert_eq!(
+        app.get("/fleet/devices", &b).await.expect(200).json["meta"]["total"],
+        0
+    );
+    assert_eq!(
+        app.get("/fleet/enrollment/tokens", &b)
+            .await
+            .expect(200)
+            .json["meta"]["total"],
+        0
+    );
+    for path in [
+        format!("/fleet/devices/{d1_id}"),
+        format!("/fleet/devices/{d1_id}/health"),
+        format!("/fleet/devices/{d1_id}/commands"),
+    ] {
+        assert_eq!(app.get(&path, &b).await.expect(404).code(), "not_found");
+    }
+    app.post(
+        &format!("/fleet/devices/{d1_id}/command"),
+        &b,
+        json!({"command": "reboot"}),
+    )
+    .await
+    .expect(404);
+    app.delete(&format!("/fleet/devices/{d1_id}"), &b)
+        .await
+        .expect(404);
+    app.call(
+        Method::POST,
+        &format!("/fleet/enrollment/tokens/{open_id}/revoke"),
+        Some(&b),
+        None,
+    )
+    .await
+    .expect(404);
+    // B may use the same serial number: serials are unique per organization.
+    register(&app, &b, "SN-1", json!({})).await;
+    app.get(&format!("/fleet/devices/{d1_id}"), &k)
+        .await
+        .expect(200);
+    app.delete(&format!("/fleet/devices/{d1_id}"), &k)
+        .await
+        .expect(204);
+    app.get(&format!("/fleet/devices/{d1_id}"), &k)
+        .await
+        .expect(404);
+}
+
+/// An MQTT 3.1.1 client logged in as a device; its event loop runs in a task that forwards
+/// incoming publishes and the CONNACK code.
+struct Device {
+    client: AsyncClient,
+    incoming: tokio::sync::mpsc::UnboundedReceiver<Packet>,
+}
+
+fn options(addr: std::net::SocketAddr, client_id: &str, user: &str, password: &str) -> MqttOptions {
+    let mut o = MqttOptions::new(client_id, addr.ip().to_string(), addr.port());
+    o.set_credentials(user, password);
+    o.set_keep_alive(Duration::from_secs(30));
+    o
+}
+
+async fn drive(mut events: EventLoop, tx: tokio::sync::mpsc::UnboundedSender<Packet>) {
+    loop {
+        match events.poll().await {
+            Ok(Event::Incoming(p)) => {
+                if tx.send(p).is_err() {
+                    return;
+                }
+            }
+            Ok(_) => {}
+            Err(rumqttc::ConnectionError::ConnectionRefused(code)) => {
+                let _ = tx.send(Packet::ConnAck(rumqttc::ConnAck::new(code, false)));
+                return;
+            }
+            Err(_) => {
+                let _ = tx.send(Packet::Disconnect);
+                return;
+            }
+        }
+    }
+}
+
+async fn connect(opts: MqttOptions) -> (Device, ConnectReturnCode) {
+    let (client, events) = AsyncClient::new(opts, 64);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(drive(events, tx));
+    let code = loop {
+        match tokio::time::timeout(Duration::from_secs(10), rx.recv()).await {
+            Ok(Some(Packet::ConnAck(c))) => break c.code,
+            Ok(Some(Packet::Disconnect)) | Ok(None) => break ConnectReturnCode::ServiceUnavailable,
+            Ok(Some(_)) => continue,
+            Err(_) => panic!("no CONNACK within 10 s"),
+        }
+    };
+    (
+        Device {
+            client,
+            incoming: rx,
+        },
+        code,
+    )
+}
+
+async fn next_publish(d: &mut Device, secs: u64) -> Option<rumqttc::Publish> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        match tokio::time::timeout_at(deadline, d.incoming.recv()).await {
+            Ok(Some(Packet::Publish(p))) => return Some(p),
+            Ok(Some(Packet::Disconnect)) | Ok(None) | Err(_) => return None,
+            Ok(Some(_)) => continue,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn devices_speak_mqtt() {
+    let app = spawn_app_with(AppConfig {
+        device_offline_after: Duration::from_secs(4),
+        ..AppConfig::default()
+    })
+    .await;
+    let k = app.admin_key.clone();
+    let channel = app.start_mqtt().await;
+    let addr = channel.local_addr.unwrap();
+    let a = register(&app, &k, "MQ-A", json!({})).await;
+    let b = register(&app, &k, "MQ-B", json!({})).await;
+    let (a_id, a_pw) = (
+        a["id"].as_str().unwrap(),
+        a["mqtt"]["password"].as_str().unwrap(),
+    );
+    let b_id = b["id"].as_str().unwrap();
+    let topics = &a["mqtt"]["topics"];
+
+    // Wrong password, unknown device, anonymous, a client id that is not the device's.
+    let (_, code) = connect(options(addr, a_id, a_id, "pdm_wrong")).await;
+    assert_eq!(code, ConnectReturnCode::BadUserNamePassword);
+    let (_, code) = connect(options(addr, "nobody", "nobody", a_pw)).await;
+    assert_eq!(code, ConnectReturnCode::BadUserNamePassword);
+    let (_, code) = connect(MqttOptions::new("anon", addr.ip().to_string(), addr.port())).await;
+    assert_eq!(code, ConnectReturnCode::BadUserNamePassword);
+    let (_, code) = connect(options(addr, "other-id", a_id, a_pw)).await;
+    assert_ne!(code, ConnectReturnCode::Success);
+
+    let (mut dev, code) = connect(options(addr, a_id, a_id, a_pw)).await;
+    assert_eq!(code, ConnectReturnCode::Success);
+    // Only its own command topic: B's is refused.
+    dev.client
+        .subscribe(format!("plantd/devices/{b_id}/commands"), QoS::AtLeastOnce)
+        .await
+        .unwrap();
+    dev.client
+        .subscribe(topics["commands"].as_str().unwrap(), QoS::AtLeastOnce)
+        .await
+        .unwrap();
+    let mut acks = Vec::new();
+    while acks.len() < 2 {
+        match tokio::time::timeout(Duration::from_secs(10), dev.incoming.recv()).await {
+            Ok(Some(Packet::SubAck(s))) => acks.push(s.return_codes[0]),
+            Ok(Some(_)) => {}
+            other => panic!("no SUBACK: {other:?}"),
+        }
+    }
+    assert_eq!(acks[0], rumqttc::SubscribeReasonCode::Failure);
+    assert!(matches!(acks[1], rumqttc::SubscribeReasonCode::Success(_)));
+
+    // Telemetry: a point without asset_id is the device's; stored as HTTP ingest stores it.
+    let now = chrono_now();
+    dev.client
+        .publish(
+            topics["telemetry"].as_str().unwrap(),
+            QoS::AtLeastOnce,
+            false,
+            json!({"data": [{"tag_name": "pressure", "value": 4.2, "timestamp": now}]}).to_string(),
+        )
+        .await
+        .unwrap();
+    // As B: refused (the broker drops it), nothing stored for B.
+    dev.client
+        .publish(
+            format!("plantd/devices/{b_id}/telemetry"),
+            QoS::AtLeastOnce,
+            false,
+            json!({"data": [{"tag_name": "pressure", "value": 9.9, "timestamp": now}]}).to_string(),
+        )
+        .await
+        .unwrap();
+    // A malformed payload is dropped and the channel goes on.
+    dev.client
+        .publish(
+            topics["telemetry"].as_str().unwrap(),
+            QoS::AtLeastOnce,
+            false,
+            "not json",
+        )
+        .await
+        .unwrap();
+    dev.client
+        .publish(
+            topics["heartbeat"].as_str().unwrap(),
+            QoS::AtLeastOnce,
+            false,
+            json!({"cpu_percent": 12.5, "memory_percent": 40, "firmware_version": "1.4.2"})
+                .to_string(),
+        )
+        .await
+        .unwrap();
+    let latest = wait_for("the device's point and heartbeat figures", 20, || async {
+        let r = app
+            .get(&format!("/telemetry/latest?asset_id={a_id}"), &k)
+            .await;
+        let tags: Vec<String> = r.json["data"]
+            .as_array()?
+            .iter()
+            .filter_map(|p| p["tag_name"].as_str().map(String::from))
+            .collect();
+        (tags.contains(&"pressure".to_string()) && tags.contains(&"cpu_percent".to_string()))
+            .then_some(r.json)
+    })
+    .await;
+    let pressure = latest["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["tag_name"] == "pressure")
+        .unwrap();
+    assert_eq!(pressure["value"], 4.2);
+    let b_latest = app
+        .get(&format!("/telemetry/latest?asset_id={b_id}"), &k)
+        .await
+        .expect(200);
+    assert_eq!(
+        b_latest.json["data"],
+        json!([]),
+        "B's asset must have nothing"
+    );
+    let health = wait_for("the device online with its heartbeat", 20, || async {
+        let h = app
+            .get(&format!("/fleet/devices/{a_id}/health"), &k)
+            .await
+            .expect(200)
+            .json;
+        (h["data"]["status"] == "online" && h["data"]["heartbeat"]["cpu_percent"] == 12.5)
+            .then_some(h)
+    })
+    .await;
+    assert_eq!(health["data"]["firmware_version"], "1.4.2");
+    assert_eq!(health["data"]["status_history"][0]["status"], "online");
+
+    // A command: delivered as its JSON on the command topic, answered, recorded.
+    let cmd = app
+        .post(
+            &format!("/fleet/devices/{a_id}/command"),
+            &k,
+            json!({"command": "reboot", "params": {"delay_s": 5}}),
+        )
+        .await
+        .expect(201)
+        .json["data"]
+        .clone();
+    assert_eq!(cmd["status"], "queued");
+    let got = next_publish(&mut dev, 15)
+        .await
+        .expect("the command arrives");
+    let delivered: Value = serde_json::from_slice(&got.payload).unwrap();
+    assert_eq!(delivered["id"], cmd["id"]);
+    assert_eq!(delivered["command"], "reboot");
+    assert_eq!(delivered["params"]["delay_s"], 5);
+    dev.client
+        .publish(
+            topics["command_results"].as_str().unwrap(),
+            QoS::AtLeastOnce,
+            false,
+            json!({"id": cmd["id"], "status": "succeeded", "result": {"rebooted": true}})
+                .to_string(),
+        )
+        .await
+        .unwrap();
+    let done = wait_for("the command answered", 15, || async {
+        let list = app
+            .get(&format!("/fleet/devices/{a_id}/commands"), &k)
+            .await
+            .expect(200)
+            .json;
+        (list["data"][0]["status"] == "succeeded").then_some(list)
+    })
+    .await;
+    assert_eq!(done["data"][0]["result"]["rebooted"], true);
+    assert!(done["data"][0]["sent_at"].is_string());
+
+    // A command for a device that is not connected waits, then expires at its time to live.
+    let lonely = app
+        .post(
+            &format!("/fleet/devices/{b_id}/command"),
+            &k,
+            json!({"command": "ping", "ttl_seconds": 1}),
+        )
+        .await
+        .expect(201);
+    assert_eq!(lonely.json["data"]["status"], "queued");
+    wait_for("the command expired", 15, || async {
+        let list = app
+            .get(&format!("/fleet/devices/{b_id}/commands"), &k)
+            .await
+            .expect(200)
+            .json;
+        (list["data"][0]["status"] == "expired").then_some(())
+    })
+    .await;
+    app.post(
+        &format!("/fleet/devices/{b_id}/command"),
+        &k,
+        json!({"command": "ping", "ttl_seconds": 0}),
+    )
+    .await
+    .expect(400);
+
+    // Silence turns the device offline (4 s here), with the history and the `online` tag.
+    drop(dev);
+    let health = wait_for("the device offline", 20, || async {
+        let h = app
+            .get(&format!("/fleet/devices/{a_id}/health"), &k)
+            .await
+            .expect(200)
+            .json;
+        (h["data"]["status"] == "offline").then_some(h)
+    })
+    .await;
+    let history: Vec<&str> = health["data"]["status_history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(history, ["offline", "online"]);
+    let online = app
+        .get(
+            &format!("/telemetry/latest?asset_id={a_id}&tags=online"),
+            &k,
+        )
+        .await
+        .expect(200);
+    assert_eq!(online.json["data"][0]["value"], 0.0);
+
+    // A deleted device is disconnected and refused from then on.
+    let (mut dev, code) = connect(options(addr, a_id, a_id, a_pw)).await;
+    assert_eq!(code, ConnectReturnCode::Success);
+    app.delete(&format!("/fleet/devices/{a_id}"), &k)
+        .await
+        .expect(204);
+    let cut = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match dev.incoming.recv().await {
+                Some(Packet::Disconnect) | None => return,
+                Some(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(cut.is_ok(), "the deleted device was not disconnected");
+    let (_, code) = connect(options(addr, a_id, a_id, a_pw)).await;
+    assert_eq!(code, ConnectReturnCode::BadUserNamePassword);
+    // The logins are audited.
+    let logs = app
+        .get("/audit/logs?event_types=device.connect", &k)
+        .await
+        .expect(200);
+    assert!(
+        logs.json["meta"]["total"].as_u64().unwrap() >= 3,
+        "{}",
+        logs.text
+    );
+    channel.stop().await;
+}
+
+/// Now in RFC 3339 (whole seconds).
+fn chrono_now() -> String {
+    plantd_model::Timestamp::now().to_string()
+}
