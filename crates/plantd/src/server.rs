@@ -131,23 +131,22 @@ async fn start_simulator(
 /// Where `plantd up` serves the MQTT device channel unless told otherwise.
 pub(crate) const UP_MQTT_LISTEN: &str = "127.0.0.1:1883";
 
-/// Starts the MQTT device channel; under `plantd up`, a taken default port falls back to a
-/// free one (printed), as a developer machine may already run a broker there.
+/// Starts the MQTT device channel; under `plantd up`, a taken default port (a developer
+/// machine may run a broker there) gives way to a free one, said on the console.
 async fn start_mqtt(
     app: &plantd_app::App,
     settings: &plantd_mqtt::MqttSettings,
     up: bool,
 ) -> anyhow::Result<plantd_mqtt::MqttChannel> {
-    match plantd_mqtt::start(app.clone(), settings).await {
-        Ok(c) => Ok(c),
-        Err(e) if up && settings.listen.to_string() == UP_MQTT_LISTEN => {
-            tracing::warn!(error = %e, "the default MQTT port is taken; using a free one");
-            let mut free = settings.clone();
-            free.listen.set_port(0);
-            Ok(plantd_mqtt::start(app.clone(), &free).await?)
-        }
-        Err(e) => Err(e.into()),
+    let mut settings = settings.clone();
+    if up
+        && settings.listen.to_string() == UP_MQTT_LISTEN
+        && std::net::TcpListener::bind(settings.listen).is_err()
+    {
+        println!("MQTT: {UP_MQTT_LISTEN} is taken (another broker?); using a free port");
+        settings.listen.set_port(0);
     }
+    Ok(plantd_mqtt::start(app.clone(), &settings).await?)
 }
 
 pub(crate) async fn serve(

@@ -148,9 +148,19 @@ async fn start_node(
 impl TestApp {
     /// Starts the MQTT device channel of this server on a free loopback port.
     pub async fn start_mqtt(&self) -> plantd_mqtt::MqttChannel {
+        self.start_mqtt_tls(None).await
+    }
+
+    /// Starts the MQTT device channel, and MQTT over TLS with `(certificate, key)` files, on
+    /// free loopback ports.
+    pub async fn start_mqtt_tls(
+        &self,
+        tls: Option<(PathBuf, PathBuf)>,
+    ) -> plantd_mqtt::MqttChannel {
+        let loopback: SocketAddr = "127.0.0.1:0".parse().expect("an address");
         let settings = plantd_mqtt::MqttSettings {
-            listen: "127.0.0.1:0".parse().expect("an address"),
-            tls: None,
+            listen: loopback,
+            tls: tls.map(|(cert, key)| (loopback, cert, key)),
         };
         plantd_mqtt::start(self.app.clone(), &settings)
             .await

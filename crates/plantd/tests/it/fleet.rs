@@ -655,6 +655,104 @@ async fn devices_speak_mqtt() {
     channel.stop().await;
 }
 
+/// An independent device: paho-mqtt (python) enrolls two devices with a token, then as one of
+/// them over MQTT 3.1.1 and 5, plain and TLS, subscribes (its own topic granted, the other's
+/// refused), publishes telemetry and heartbeats with QoS 1, answers a command; a wrong
+/// password is refused. Needs `PLANTD_TEST_PYTHON_MQTT` (a python3 with paho-mqtt, set by
+/// `.ci/run`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paho_mqtt_devices_interoperate() {
+    let Some(python) =
+        plantd_test_support::peer("PLANTD_TEST_PYTHON_MQTT", "to a python3 with paho-mqtt")
+    else {
+        return;
+    };
+    let app = spawn_app().await;
+    let dir = plantd_test_support::temp_dir("mqtt-tls");
+    plantd_test_support::private_ca(&dir);
+    let channel = app
+        .start_mqtt_tls(Some((dir.join("cert.pem"), dir.join("key.pem"))))
+        .await;
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/interop/mqtt_device.py");
+    let out = tokio::process::Command::new(python)
+        .arg(script)
+        .arg(&app.base)
+        .arg(&app.admin_key)
+        .arg("127.0.0.1")
+        .arg(channel.local_addr.unwrap().port().to_string())
+        .arg(channel.tls_local_addr.unwrap().port().to_string())
+        .arg(dir.join("ca.pem"))
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    for step in ["3.1.1 plain", "3.1.1 tls", "5 plain", "5 tls", "refused"] {
+        assert!(stdout.contains(&format!("ok {step}")), "{step}: {stdout}");
+    }
+    let k = &app.admin_key;
+    let devices = app
+        .get("/fleet/devices?tags=paho", k)
+        .await
+        .expect(200)
+        .json;
+    let a = devices["data"][0]["id"].as_str().unwrap().to_string();
+    let b = devices["data"][1]["id"].as_str().unwrap().to_string();
+    let latest = app
+        .get(&format!("/telemetry/latest?asset_id={a}"), k)
+        .await
+        .expect(200);
+    for tag in [
+        "paho_311",
+        "paho_311_tls",
+        "paho_5",
+        "paho_5_tls",
+        "cpu_percent",
+    ] {
+        assert!(latest.text.contains(tag), "{tag}: {}", latest.text);
+    }
+    let commands = app
+        .get(&format!("/fleet/devices/{a}/commands"), k)
+        .await
+        .expect(200)
+        .json;
+    let statuses: Vec<&str> = commands["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses.len(), 4);
+    wait_for("every command answered", 10, || async {
+        let c = app
+            .get(&format!("/fleet/devices/{a}/commands"), k)
+            .await
+            .expect(200)
+            .json;
+        c["data"]
+            .as_array()?
+            .iter()
+            .all(|c| c["status"] == "succeeded")
+            .then_some(())
+    })
+    .await;
+    let health = app
+        .get(&format!("/fleet/devices/{a}/health"), k)
+        .await
+        .expect(200)
+        .json;
+    assert_eq!(health["data"]["firmware_version"], "2.0.0");
+    let b_latest = app
+        .get(&format!("/telemetry/latest?asset_id={b}"), k)
+        .await
+        .expect(200);
+    assert_eq!(b_latest.json["data"], json!([]));
+    channel.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// Now in RFC 3339 (whole seconds).
 fn chrono_now() -> String {
     plantd_model::Timestamp::now().to_string()
