@@ -433,17 +433,7 @@ impl Store {
     }
 
     pub async fn group(&self, org_id: &str, id: &str) -> Result<DeviceGroup> {
-        let sql = format!(
-            "SELECT {} FROM {} WHERE g.org_id = $1 AND g.id = $2",
-            GROUPS.columns, GROUPS.name
-        );
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(org_id)
-            .bind(id)
-            .fetch_optional(self.pool())
-            .await?
-            .ok_or(StoreError::NotFound)?;
-        group_from_row(&row)
+        self.org_row(&GROUPS, org_id, id, group_from_row).await
     }
 
     pub async fn groups(&self, org_id: &str, page: (i64, i64)) -> Result<(Vec<DeviceGroup>, u64)> {
