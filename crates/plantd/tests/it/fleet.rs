@@ -753,6 +753,52 @@ async fn paho_mqtt_devices_interoperate() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// Two nodes on one PostgreSQL: a device connected to node A gets a command created on node B
+/// (within node A's 2 s look for queued commands), and a deletion on B disconnects it from A.
+/// SQLite has one server per database by design.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_made_on_another_node_reaches_the_device() {
+    if std::env::var(plantd_test_support::TEST_DATABASE_ENV).is_err() {
+        eprintln!(
+            "skipped: set {} to run the two-node test on PostgreSQL",
+            plantd_test_support::TEST_DATABASE_ENV
+        );
+        return;
+    }
+    let node_a = spawn_app().await;
+    let node_b = node_a.another_node().await;
+    let k = node_a.admin_key.clone();
+    let channel = node_a.start_mqtt().await;
+    let addr = channel.local_addr.unwrap();
+    let d = register(&node_b, &k, "NODE-1", json!({})).await;
+    let (id, pw) = (d["id"].as_str().unwrap(), d["mqtt"]["password"].as_str().unwrap());
+    let (mut dev, code) = connect(options(addr, id, id, pw)).await;
+    assert_eq!(code, ConnectReturnCode::Success);
+    dev.client
+        .subscribe(d["mqtt"]["topics"]["commands"].as_str().unwrap(), QoS::AtLeastOnce)
+        .await
+        .unwrap();
+    let cmd = node_b
+        .post(&format!("/fleet/devices/{id}/command"), &k, json!({"command": "from-b"}))
+        .await
+        .expect(201);
+    let got = next_publish(&mut dev, 15).await.expect("node A delivers B's command");
+    let got: Value = serde_json::from_slice(&got.payload).unwrap();
+    assert_eq!(got["id"], cmd.json["data"]["id"]);
+    node_b.delete(&format!("/fleet/devices/{id}"), &k).await.expect(204);
+    let cut = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match dev.incoming.recv().await {
+                Some(Packet::Disconnect) | None => return,
+                Some(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(cut.is_ok(), "a device deleted on B stays connected to A");
+    channel.stop().await;
+}
+
 /// Now in RFC 3339 (whole seconds).
 fn chrono_now() -> String {
     plantd_model::Timestamp::now().to_string()
