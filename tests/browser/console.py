@@ -201,6 +201,37 @@ def run(d):
     ok("data_source_browsed")
     shot(d, "browse")
 
+    # Fleet: a group and an enrollment token (its secret shown once), a device registered from the
+    # form (its MQTT login shown once), its page, and a command sent from it.
+    d.get(BASE + "/fleet")
+    d.find_element(By.ID, "group-name").send_keys("Line 1")
+    d.find_element(By.CSS_SELECTOR, "form[data-action='/v1/fleet/groups'] button[type=submit]").click()
+    wait(d, lambda: "Line 1" in d.execute_script("const t = document.getElementById('groups'); return t ? t.textContent : ''"))
+    Select(d.find_element(By.ID, "token-group")).select_by_visible_text("Line 1")
+    d.find_element(By.ID, "token-uses").send_keys("5")
+    d.find_element(By.CSS_SELECTOR, "form[data-action='/v1/fleet/enrollment/token'] button[type=submit]").click()
+    secret = wait(d, lambda: d.find_element(By.CSS_SELECTOR, "form[data-action='/v1/fleet/enrollment/token'] output code").text)
+    assert secret.startswith("pde_"), secret
+    d.get(BASE + "/devices")
+    d.find_element(By.ID, "device-name").send_keys("Gateway 7")
+    d.find_element(By.ID, "device-serial").send_keys("GW-7")
+    Select(d.find_element(By.ID, "device-group")).select_by_visible_text("Line 1")
+    d.find_element(By.CSS_SELECTOR, "form[data-action='/v1/fleet/devices'] button[type=submit]").click()
+    login = wait(d, lambda: d.find_element(By.CSS_SELECTOR, "form[data-action='/v1/fleet/devices'] output").text)
+    assert "pdm_" in login and "plantd/devices/" in login, login
+    shot(d, "device-registered")
+    d.get(BASE + "/devices?status=unknown")
+    d.find_element(By.LINK_TEXT, "Gateway 7").click()
+    wait(d, lambda: "GW-7" in d.find_element(By.TAG_NAME, "main").text)
+    d.find_element(By.ID, "cmd-name").send_keys("reboot")
+    d.find_element(By.ID, "cmd-params").send_keys('{"delay_s": 5}')
+    d.find_element(By.CSS_SELECTOR, "form[data-action$='/command'] button[type=submit]").click()
+    commands = "const t = document.getElementById('commands'); return t ? t.textContent : ''"
+    wait(d, lambda: "reboot" in d.execute_script(commands))
+    assert "queued" in d.execute_script(commands)
+    shot(d, "device")
+    ok("fleet_pages")
+
     errors = [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
     assert not errors, json.dumps(errors, indent=1)
     ok("no_console_errors")

@@ -9,6 +9,7 @@ mod api_keys;
 mod browser;
 mod dashboards;
 mod data_sources;
+mod fleet;
 mod kit;
 mod layout;
 mod licenses;
@@ -31,7 +32,7 @@ use crate::state::AppState;
 const ADMINS_ONLY: &str = "this page is for owners and admins";
 
 /// Every page of the console, in navigation order.
-pub(crate) static PAGES: [ConsolePage; 12] = [
+pub(crate) static PAGES: [ConsolePage; 15] = [
     ConsolePage {
         path: "/",
         title: "Overview",
@@ -101,6 +102,30 @@ pub(crate) static PAGES: [ConsolePage; 12] = [
             "your role does not allow browsing devices or choosing what they collect",
         )),
         route: || get(data_sources::browse),
+    },
+    ConsolePage {
+        path: "/devices",
+        title: "Devices",
+        section: "/devices",
+        nav: true,
+        needs: None,
+        route: || get(fleet::devices),
+    },
+    ConsolePage {
+        path: "/devices/{id}",
+        title: "Device",
+        section: "/devices",
+        nav: false,
+        needs: None,
+        route: || get(fleet::device),
+    },
+    ConsolePage {
+        path: "/fleet",
+        title: "Groups and enrollment",
+        section: "/fleet",
+        nav: true,
+        needs: None,
+        route: || get(fleet::enrollment),
     },
     ConsolePage {
         path: "/api-keys",

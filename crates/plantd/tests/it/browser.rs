@@ -68,6 +68,7 @@ async fn the_console_in_a_real_browser() {
         "overview_live",
         "overview_search_live",
         "data_source_browsed",
+        "fleet_pages",
         "no_console_errors",
     ] {
         assert!(

@@ -771,21 +771,36 @@ async fn a_command_made_on_another_node_reaches_the_device() {
     let channel = node_a.start_mqtt().await;
     let addr = channel.local_addr.unwrap();
     let d = register(&node_b, &k, "NODE-1", json!({})).await;
-    let (id, pw) = (d["id"].as_str().unwrap(), d["mqtt"]["password"].as_str().unwrap());
+    let (id, pw) = (
+        d["id"].as_str().unwrap(),
+        d["mqtt"]["password"].as_str().unwrap(),
+    );
     let (mut dev, code) = connect(options(addr, id, id, pw)).await;
     assert_eq!(code, ConnectReturnCode::Success);
     dev.client
-        .subscribe(d["mqtt"]["topics"]["commands"].as_str().unwrap(), QoS::AtLeastOnce)
+        .subscribe(
+            d["mqtt"]["topics"]["commands"].as_str().unwrap(),
+            QoS::AtLeastOnce,
+        )
         .await
         .unwrap();
     let cmd = node_b
-        .post(&format!("/fleet/devices/{id}/command"), &k, json!({"command": "from-b"}))
+        .post(
+            &format!("/fleet/devices/{id}/command"),
+            &k,
+            json!({"command": "from-b"}),
+        )
         .await
         .expect(201);
-    let got = next_publish(&mut dev, 15).await.expect("node A delivers B's command");
+    let got = next_publish(&mut dev, 15)
+        .await
+        .expect("node A delivers B's command");
     let got: Value = serde_json::from_slice(&got.payload).unwrap();
     assert_eq!(got["id"], cmd.json["data"]["id"]);
-    node_b.delete(&format!("/fleet/devices/{id}"), &k).await.expect(204);
+    node_b
+        .delete(&format!("/fleet/devices/{id}"), &k)
+        .await
+        .expect(204);
     let cut = tokio::time::timeout(Duration::from_secs(10), async {
         loop {
             match dev.incoming.recv().await {
