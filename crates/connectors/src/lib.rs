@@ -12,6 +12,11 @@ pub mod modbus;
 pub mod mqtt;
 pub mod net;
 pub mod opcua;
+pub mod sparkplug;
+// Generated (see its first lines): not formatted, not linted.
+#[rustfmt::skip]
+#[allow(clippy::all, clippy::pedantic)]
+mod sparkplug_proto;
 mod opcua_browse;
 mod opcua_properties;
 mod sink;

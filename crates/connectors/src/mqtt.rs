@@ -37,15 +37,7 @@ use crate::sink::Sink;
 /// Distinct asset/tag pairs counted as `tag_count` at most.
 const MAX_COUNTED_TAGS: usize = 100_000;
 
-/// One mapped value.
-#[derive(Debug, PartialEq)]
-pub struct Mapped {
-    pub asset_id: String,
-    pub tag_name: String,
-    pub value: f64,
-    pub timestamp: Timestamp,
-    pub quality: Quality,
-}
+pub use crate::sink::Mapped;
 
 struct Fields<'a> {
     asset: &'a str,
@@ -302,6 +294,10 @@ pub async fn session(c: &MqttConfig, sink: &Sink) -> Result<(), String> {
     let (client, mut events) = AsyncClient::new(opts, 64);
     let mut seen: HashSet<(String, String)> = HashSet::new();
     let mut last_problem_at: Option<std::time::Instant> = None;
+    // Sparkplug B: what each node's births said, and when a rebirth was last asked of it.
+    let mut sparkplug = crate::sparkplug::Decoder::default();
+    let mut rebirths: std::collections::HashMap<(String, String), std::time::Instant> =
+        std::collections::HashMap::new();
     loop {
         let event = events.poll().await.map_err(|e| describe(&e, &addr))?;
         match event {
@@ -335,7 +331,30 @@ pub async fn session(c: &MqttConfig, sink: &Sink) -> Result<(), String> {
                 if !c.topics.iter().any(|f| topic_matches(f, &p.topic)) {
                     continue;
                 }
-                match map_payload(c, &p.topic, &p.payload, Timestamp::now()) {
+                let mapped = if c.is_sparkplug() {
+                    sparkplug
+                        .decode(&p.topic, &p.payload, Timestamp::now())
+                        .map(|d| {
+                            if let Some((group, node, why)) = d.rebirth {
+                                let asked = rebirths.entry((group.clone(), node.clone())).or_insert_with(|| {
+                                    std::time::Instant::now() - Duration::from_secs(60)
+                                });
+                                // At most one request per node every 5 s: a node answers with its births.
+                                if asked.elapsed() >= Duration::from_secs(5) {
+                                    *asked = std::time::Instant::now();
+                                    let (topic, body) = crate::sparkplug::rebirth_request(&group, &node, Timestamp::now());
+                                    tracing::info!(%group, %node, reason = %why, "asking a Sparkplug node to publish its births again");
+                                    if let Err(e) = client.try_publish(topic, QoS::AtLeastOnce, false, body) {
+                                        tracing::warn!(error = %e, "could not ask for a Sparkplug rebirth");
+                                    }
+                                }
+                            }
+                            d.points
+                        })
+                } else {
+                    map_payload(c, &p.topic, &p.payload, Timestamp::now())
+                };
+                match mapped {
                     Ok(values) => {
                         for m in &values {
                             if seen.len() < MAX_COUNTED_TAGS {

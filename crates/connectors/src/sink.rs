@@ -11,6 +11,16 @@ use tokio::sync::{Notify, watch};
 /// Points held for the supervisor at most; beyond, the oldest are dropped (and counted).
 pub const MAX_BUFFERED_POINTS: usize = 1_000_000;
 
+/// One value a message was mapped to (MQTT JSON or Sparkplug B), before it is a point.
+#[derive(Debug, PartialEq)]
+pub struct Mapped {
+    pub asset_id: String,
+    pub tag_name: String,
+    pub value: f64,
+    pub timestamp: Timestamp,
+    pub quality: plantd_model::telemetry::Quality,
+}
+
 /// What a connector reports about its connection.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ConnectionState {

@@ -170,13 +170,7 @@ pub fn validate_config(
         DataSourceType::Mqtt => {
             c.required_url("broker_url", &["mqtt", "mqtts", "tcp", "ssl"]);
             c.topics("topics");
-            if c.obj.get("payload_format").and_then(Value::as_str) == Some("sparkplug_b") {
-                c.err(
-                    "payload_format",
-                    "Sparkplug B is not supported yet; use json (see docs/api.md)",
-                );
-            }
-            c.choice("payload_format", &["json"], "json");
+            c.choice("payload_format", &["json", "sparkplug_b"], "json");
             c.integer("qos", 0, 2, Some(1));
             c.optional_text("client_id", 23);
             c.credentials();

@@ -57,6 +57,9 @@ pub struct MqttConfig {
     pub topics: Vec<String>,
     #[serde(default = "one_u8")]
     pub qos: u8,
+    /// `json` (mapped by the fields below) or `sparkplug_b` (Sparkplug B protobuf).
+    #[serde(default = "json_format")]
+    pub payload_format: String,
     #[serde(default)]
     pub client_id: Option<String>,
     #[serde(default)]
@@ -83,6 +86,16 @@ pub struct MqttConfig {
     /// keep-alive per publisher: a message is the only confirmation).
     #[serde(default = "thirty")]
     pub stale_after_seconds: u64,
+}
+
+fn json_format() -> String {
+    "json".into()
+}
+
+impl MqttConfig {
+    pub fn is_sparkplug(&self) -> bool {
+        self.payload_format == "sparkplug_b"
+    }
 }
 
 fn thirty() -> u64 {

@@ -1512,3 +1512,80 @@ async fn browsing_an_mqtt_broker_lists_the_topics_it_carries() {
             .await;
     }
 }
+
+/// Sparkplug B from an independent encoder: pysparkplug payloads (published with paho-mqtt
+/// through Mosquitto) decoded into points: births with aliases, data by alias, signed integers
+/// zero-extended by pysparkplug, a sequence gap answered with an NCMD rebirth request, and a
+/// death that turns the node's and device's tags bad. Needs `PLANTD_TEST_MQTT_URL` and
+/// `PLANTD_TEST_PYTHON_SPARKPLUG` (a python3 with pysparkplug and paho-mqtt, set by `.ci/run`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sparkplug_b_from_pysparkplug() {
+    let Some(url) = plantd_test_support::peer(
+        "PLANTD_TEST_MQTT_URL",
+        "(e.g. mqtt://127.0.0.1:1883) to run against a broker",
+    ) else {
+        return;
+    };
+    let Some(python) = plantd_test_support::peer(
+        "PLANTD_TEST_PYTHON_SPARKPLUG",
+        "to a python3 with pysparkplug and paho-mqtt",
+    ) else {
+        return;
+    };
+    let broker = plantd_model::data_source::parse_url(&url).unwrap();
+    let app = spawn_app().await;
+    let group = format!("plantd{}", unique_name().replace(['-', '_'], ""));
+    let id = create_source(
+        &app,
+        json!({"name": "sparkplug", "type": "mqtt", "config": {
+            "broker_url": url, "topics": [format!("spBv1.0/{group}/#")], "qos": 1,
+            "payload_format": "sparkplug_b"}}),
+    )
+    .await;
+    wait_status(&app, &id, "connected", 30).await;
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/interop/sparkplug_node.py");
+    let out = tokio::process::Command::new(python)
+        .arg(script)
+        .arg(&broker.host)
+        .arg(broker.port.unwrap_or(1883).to_string())
+        .arg(&group)
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    for step in ["data", "rebirth requested", "reborn", "death"] {
+        assert!(stdout.contains(&format!("ok {step}")), "{step}: {stdout}");
+    }
+    let node = format!("{group}:edge1");
+    let pump = format!("{group}:edge1:pump");
+    let temp = wait_for("Temperature bad after the death", 20, || async {
+        latest(&app, &node, "Temperature")
+            .await
+            .filter(|t| t["quality"] == "bad")
+    })
+    .await;
+    assert_eq!(temp["value"], 30.0, "the reborn value, then bad");
+    let offset = latest(&app, &node, "Offset").await.unwrap();
+    assert_eq!(offset["value"], -2.0, "a zero-extended INT16 read signed");
+    assert_eq!(offset["quality"], "bad");
+    let pressure = wait_for("Pressure bad", 20, || async {
+        latest(&app, &pump, "Pressure")
+            .await
+            .filter(|t| t["quality"] == "bad")
+    })
+    .await;
+    assert_eq!(pressure["value"], -1.0);
+    // The gap's value (99) was refused, never stored.
+    let series = app
+        .get(
+            &format!("/telemetry?asset_id={node}&tag_name=Temperature&per_page=100"),
+            &app.admin_key,
+        )
+        .await
+        .expect(200);
+    assert!(!series.text.contains("99.0"), "{}", series.text);
+    assert!(series.text.contains("22.5"), "{}", series.text);
+}
