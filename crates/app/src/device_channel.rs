@@ -104,6 +104,40 @@ impl App {
         })
     }
 
+    /// A registered device as the channel's caller, without a password: for a door whose broker
+    /// authenticated the device itself (an external broker, which names it in the topic).
+    pub async fn device_session(&self, device_id: &str) -> AppResult<DeviceSession> {
+        let login = self
+            .store()
+            .device_login(device_id)
+            .await
+            .map_err(AppError::missing("device"))?;
+        let tier = self.store().org(&login.org_id).await?.tier;
+        Ok(DeviceSession {
+            caller: Caller {
+                credential: Credential::Device {
+                    id: login.id.clone(),
+                },
+                org_id: login.org_id.clone(),
+                user_id: None,
+                scopes: vec![plantd_model::Scope::WriteTelemetry],
+                tier,
+            },
+            device_id: login.id,
+            org_id: login.org_id,
+            asset_id: login.asset_id,
+        })
+    }
+
+    /// Queued commands of devices that are online (an external broker holds what a device's
+    /// persistent session misses while away).
+    pub async fn queued_commands_of_online_devices(&self) -> AppResult<Vec<Command>> {
+        Ok(self
+            .store()
+            .queued_commands_of_online(Timestamp::now(), 1000)
+            .await?)
+    }
+
     /// Which of `device_ids` are no longer registered (deleted since they logged in).
     pub async fn devices_gone(&self, device_ids: &[String]) -> AppResult<Vec<String>> {
         let mut gone = Vec::new();

@@ -151,35 +151,33 @@ pub(crate) struct DeviceEvents {
     pub(crate) deliver: mpsc::UnboundedSender<String>,
 }
 
-impl DeviceEvents {
-    async fn handle(&self, session: &DeviceSession, kind: DeviceTopic, payload: &[u8]) {
-        let (what, result) = match kind {
-            DeviceTopic::Telemetry => (
-                "telemetry",
-                self.app
-                    .device_telemetry(session, payload)
-                    .await
-                    .map(|_| ()),
-            ),
-            DeviceTopic::Heartbeat => (
-                "heartbeat",
-                self.app.device_heartbeat(session, payload).await,
-            ),
-            DeviceTopic::CommandResults => (
-                "command_result",
-                self.app.device_command_result(session, payload).await,
-            ),
-            DeviceTopic::Commands => return,
-        };
-        match result {
-            Ok(()) => {
-                metrics::counter!("plantd_mqtt_messages_total", "topic" => what).increment(1);
-            }
-            Err(e) => {
-                metrics::counter!("plantd_mqtt_messages_dropped_total", "topic" => what)
-                    .increment(1);
-                tracing::info!(device = %session.device_id, topic = what, reason = %plantd_model::error_chain(&e), "a device's message was dropped");
-            }
+/// Hands a device's message to the use case of its topic; a refusal is counted and logged,
+/// never an error of the channel.
+pub(crate) async fn handle_message(
+    app: &App,
+    session: &DeviceSession,
+    kind: DeviceTopic,
+    payload: &[u8],
+) {
+    let (what, result) = match kind {
+        DeviceTopic::Telemetry => (
+            "telemetry",
+            app.device_telemetry(session, payload).await.map(|_| ()),
+        ),
+        DeviceTopic::Heartbeat => ("heartbeat", app.device_heartbeat(session, payload).await),
+        DeviceTopic::CommandResults => (
+            "command_result",
+            app.device_command_result(session, payload).await,
+        ),
+        DeviceTopic::Commands => return,
+    };
+    match result {
+        Ok(()) => {
+            metrics::counter!("plantd_mqtt_messages_total", "topic" => what).increment(1);
+        }
+        Err(e) => {
+            metrics::counter!("plantd_mqtt_messages_dropped_total", "topic" => what).increment(1);
+            tracing::info!(device = %session.device_id, topic = what, reason = %plantd_model::error_chain(&e), "a device's message was dropped");
         }
     }
 }
@@ -212,7 +210,7 @@ impl BrokerEventHandler for DeviceEvents {
             let session = event.user_id.as_deref().and_then(|u| self.sessions.get(u));
             match (session, parse_topic(&event.topic)) {
                 (Some(session), Some((device, kind))) if device == session.device_id => {
-                    self.handle(&session, kind, &event.payload).await;
+                    handle_message(&self.app, &session, kind, &event.payload).await;
                 }
                 _ => {
                     metrics::counter!("plantd_mqtt_messages_dropped_total", "topic" => "other")

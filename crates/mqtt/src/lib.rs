@@ -6,6 +6,9 @@
 //! seconds for commands created on other nodes. Deleted devices are disconnected.
 
 mod door;
+mod external;
+
+pub use external::{ExternalBroker, start as start_external};
 
 use mqtt5::QoS;
 use mqtt5::broker::config::{StorageBackend, TlsConfig};

@@ -44,6 +44,12 @@ pub struct FileConfig {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MqttFileConfig {
+    /// Use this external broker (`mqtt://host:port`) for the device channel instead of, or
+    /// besides, the embedded one; it authenticates the devices (docs/api.md).
+    pub broker_url: Option<String>,
+    pub broker_username: Option<String>,
+    /// Also `PLANTD_MQTT_BROKER_PASSWORD`, which wins.
+    pub broker_password: Option<String>,
     pub listen: Option<String>,
     pub tls_listen: Option<String>,
     pub tls_cert: Option<PathBuf>,
@@ -65,6 +71,34 @@ pub struct MqttArgs {
     /// The TLS private key (PEM) of the MQTT channel.
     #[arg(long, env = "PLANTD_MQTT_TLS_KEY")]
     pub mqtt_tls_key: Option<PathBuf>,
+    /// Serve devices through this external broker (mqtt://host:port), which authenticates them.
+    #[arg(long, env = "PLANTD_MQTT_BROKER")]
+    pub mqtt_broker: Option<String>,
+}
+
+/// The external broker of the device channel, if one is configured.
+pub fn external_broker(
+    flag: Option<String>,
+    file: Option<&MqttFileConfig>,
+) -> anyhow::Result<Option<plantd_mqtt::ExternalBroker>> {
+    let Some(url) = flag.or_else(|| file.and_then(|f| f.broker_url.clone())) else {
+        return Ok(None);
+    };
+    let parsed = plantd_model::data_source::parse_url(&url)
+        .map_err(|e| anyhow::anyhow!("--mqtt-broker {e}"))?;
+    if parsed.scheme != "mqtt" && parsed.scheme != "tcp" {
+        bail!("--mqtt-broker '{url}': only mqtt:// is supported for the external broker");
+    }
+    Ok(Some(plantd_mqtt::ExternalBroker {
+        host: parsed.host,
+        port: parsed.port.unwrap_or(1883),
+        username: file.and_then(|f| f.broker_username.clone()),
+        password: std::env::var("PLANTD_MQTT_BROKER_PASSWORD")
+            .ok()
+            .filter(|p| !p.is_empty())
+            .or_else(|| file.and_then(|f| f.broker_password.clone())),
+        client_id: "plantd-device-channel".into(),
+    }))
 }
 
 fn parse_addr(flag: &str, text: &str) -> anyhow::Result<SocketAddr> {
@@ -176,6 +210,8 @@ pub struct ServeConfig {
     pub listen: SocketAddr,
     /// The MQTT device channel, when on.
     pub mqtt: Option<plantd_mqtt::MqttSettings>,
+    /// The external broker of the device channel, when configured.
+    pub mqtt_external: Option<plantd_mqtt::ExternalBroker>,
     pub storage: StorageConfig,
     pub api: plantd_app::AppConfig,
 }
@@ -199,6 +235,7 @@ impl ServeConfig {
         mqtt_default: Option<&str>,
         storage: StorageConfig,
     ) -> anyhow::Result<Self> {
+        let mqtt_external = external_broker(mqtt.mqtt_broker.clone(), file.mqtt.as_ref())?;
         let mqtt = mqtt.resolve(file.mqtt.as_ref(), mqtt_default)?;
         let device_offline_after = match file.device_offline_after_secs {
             Some(s) if s < 10 => bail!("device_offline_after_secs must be at least 10"),
@@ -275,6 +312,7 @@ impl ServeConfig {
         Ok(Self {
             listen,
             mqtt,
+            mqtt_external,
             storage,
             api,
         })

@@ -262,11 +262,21 @@ pub(crate) async fn serve(
         }
         None => None,
     };
+    let external = cfg.mqtt_external.clone().map(|b| {
+        println!(
+            "MQTT device channel through the external broker mqtt://{}:{}",
+            b.host, b.port
+        );
+        plantd_mqtt::start_external(app.clone(), b)
+    });
     println!("stop: Ctrl-C (or SIGTERM); logs go to stderr (--log-level info for more)");
     tracing::info!(%addr, "serving");
     plantd_api::serve(listener, app, stopped(stop)).await?;
     if let Some(channel) = mqtt {
         channel.stop().await;
+    }
+    if let Some(task) = external {
+        task.abort();
     }
     store.close().await;
     if let Some(sim) = simulator

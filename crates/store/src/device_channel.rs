@@ -169,6 +169,24 @@ impl Store {
         rows.iter().map(command_from_row).collect()
     }
 
+    /// Queued commands (within their time to live) of devices that are online, oldest first.
+    pub async fn queued_commands_of_online(
+        &self,
+        now: Timestamp,
+        limit: i64,
+    ) -> Result<Vec<Command>> {
+        let rows = sqlx::query(
+            "SELECT c.* FROM device_commands c JOIN devices d ON d.id = c.device_id \
+             WHERE c.status = 'queued' AND c.expires_at > $1 AND d.status = 'online' \
+             ORDER BY c.created_at, c.id LIMIT $2",
+        )
+        .bind(now.millis())
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(command_from_row).collect()
+    }
+
     /// Marks a delivered command `sent` (if it was still queued).
     pub async fn command_sent(&self, id: &str, now: Timestamp) -> Result<()> {
         let mut tx = self.begin_write().await?;

@@ -814,6 +814,204 @@ async fn a_command_made_on_another_node_reaches_the_device() {
     channel.stop().await;
 }
 
+/// The external-broker mode against Mosquitto with the documented ACL
+/// (`config/mosquitto-plantd.acl`) and a password file: Mosquitto authenticates the devices and
+/// keeps each to its topics; plantd, one client of it, stores their telemetry and heartbeats and
+/// delivers commands. Needs `PLANTD_TEST_MOSQUITTO_BIN` (and `mosquitto_passwd`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_external_mosquitto_carries_the_device_channel() {
+    let Some(mosquitto) = plantd_test_support::peer(
+        "PLANTD_TEST_MOSQUITTO_BIN",
+        "to a mosquitto program (with mosquitto_passwd) to run the external broker test",
+    ) else {
+        return;
+    };
+    let app = spawn_app().await;
+    let k = app.admin_key.clone();
+    let a = register(&app, &k, "EXT-A", json!({})).await;
+    let b = register(&app, &k, "EXT-B", json!({})).await;
+    let (a_id, a_pw) = (
+        a["id"].as_str().unwrap(),
+        a["mqtt"]["password"].as_str().unwrap(),
+    );
+    let b_id = b["id"].as_str().unwrap();
+    let dir = plantd_test_support::temp_dir("mosquitto-ext");
+    let passwords = dir.join("passwords");
+    let add = |user: &str, pw: &str, create: bool| {
+        let mut cmd = std::process::Command::new("mosquitto_passwd");
+        if create {
+            cmd.arg("-c");
+        }
+        let out = cmd
+            .arg("-b")
+            .arg(&passwords)
+            .arg(user)
+            .arg(pw)
+            .output()
+            .expect("run mosquitto_passwd");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    add("plantd", "plantd-secret", true);
+    add(a_id, a_pw, false);
+    add(b_id, b["mqtt"]["password"].as_str().unwrap(), false);
+    let acl =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/mosquitto-plantd.acl");
+    std::fs::copy(&acl, dir.join("acl")).unwrap();
+    {
+        // Mosquitto started as root reads its files as the mosquitto user.
+        use std::os::unix::fs::PermissionsExt;
+        for f in ["passwords", "acl"] {
+            std::fs::set_permissions(dir.join(f), std::fs::Permissions::from_mode(0o644)).unwrap();
+        }
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    std::fs::write(
+        dir.join("mosquitto.conf"),
+        format!(
+            "listener {port} 127.0.0.1\nallow_anonymous false\npassword_file {}\nacl_file {}\n",
+            passwords.display(),
+            dir.join("acl").display()
+        ),
+    )
+    .unwrap();
+    let mut broker = std::process::Command::new(&mosquitto)
+        .arg("-c")
+        .arg(dir.join("mosquitto.conf"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("mosquitto to listen", 10, || async {
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .ok()
+            .map(|_| ())
+    })
+    .await;
+    let channel = plantd_mqtt::start_external(
+        app.app.clone(),
+        plantd_mqtt::ExternalBroker {
+            host: "127.0.0.1".into(),
+            port,
+            username: Some("plantd".into()),
+            password: Some("plantd-secret".into()),
+            client_id: format!("plantd-{}", plantd_test_support::unique_name()),
+        },
+    );
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    // Mosquitto refuses a wrong password.
+    let (_, code) = connect(options(addr, a_id, a_id, "pdm_wrong")).await;
+    assert_ne!(code, ConnectReturnCode::Success);
+    let (mut dev, code) = connect(options(addr, a_id, a_id, a_pw)).await;
+    assert_eq!(code, ConnectReturnCode::Success);
+    dev.client
+        .subscribe(
+            a["mqtt"]["topics"]["commands"].as_str().unwrap(),
+            QoS::AtLeastOnce,
+        )
+        .await
+        .unwrap();
+    let topics = &a["mqtt"]["topics"];
+    let now = chrono_now();
+    // plantd subscribes once connected: publish until the first point is in.
+    wait_for("telemetry through the external broker", 20, || async {
+        dev.client
+            .publish(
+                topics["telemetry"].as_str().unwrap(),
+                QoS::AtLeastOnce,
+                false,
+                json!({"data": [{"tag_name": "flow", "value": 7.5, "timestamp": now}]}).to_string(),
+            )
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        latest_has(&app, a_id, "flow").await.then_some(())
+    })
+    .await;
+    // The ACL keeps A from publishing as B: nothing reaches plantd for B.
+    dev.client
+        .publish(
+            format!("plantd/devices/{b_id}/telemetry"),
+            QoS::AtLeastOnce,
+            false,
+            json!({"data": [{"tag_name": "flow", "value": 1.0, "timestamp": now}]}).to_string(),
+        )
+        .await
+        .unwrap();
+    dev.client
+        .publish(
+            topics["heartbeat"].as_str().unwrap(),
+            QoS::AtLeastOnce,
+            false,
+            json!({"temperature_c": 41.0}).to_string(),
+        )
+        .await
+        .unwrap();
+    wait_for("the heartbeat", 20, || async {
+        latest_has(&app, a_id, "temperature_c").await.then_some(())
+    })
+    .await;
+    assert!(!latest_has(&app, b_id, "flow").await);
+    // A command reaches the (online) device through the broker, and its answer comes back.
+    let cmd = app
+        .post(
+            &format!("/fleet/devices/{a_id}/command"),
+            &k,
+            json!({"command": "calibrate"}),
+        )
+        .await
+        .expect(201);
+    let got = next_publish(&mut dev, 15)
+        .await
+        .expect("the command arrives through Mosquitto");
+    let got: Value = serde_json::from_slice(&got.payload).unwrap();
+    assert_eq!(got["id"], cmd.json["data"]["id"]);
+    dev.client
+        .publish(
+            topics["command_results"].as_str().unwrap(),
+            QoS::AtLeastOnce,
+            false,
+            json!({"id": got["id"], "status": "failed", "result": {"error": "sensor busy"}})
+                .to_string(),
+        )
+        .await
+        .unwrap();
+    wait_for("the answer", 15, || async {
+        let list = app
+            .get(&format!("/fleet/devices/{a_id}/commands"), &k)
+            .await
+            .expect(200)
+            .json;
+        (list["data"][0]["status"] == "failed").then_some(())
+    })
+    .await;
+    channel.abort();
+    let _ = broker.kill();
+    let _ = broker.wait();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+async fn latest_has(app: &TestApp, asset: &str, tag: &str) -> bool {
+    let r = app
+        .get(
+            &format!("/telemetry/latest?asset_id={asset}"),
+            &app.admin_key,
+        )
+        .await;
+    r.json["data"]
+        .as_array()
+        .is_some_and(|d| d.iter().any(|p| p["tag_name"] == tag))
+}
+
 /// Now in RFC 3339 (whole seconds).
 fn chrono_now() -> String {
     plantd_model::Timestamp::now().to_string()
