@@ -152,10 +152,12 @@ impl App {
     /// this node's first contact).
     pub async fn device_seen(&self, session: &DeviceSession) {
         let now = Timestamp::now();
-        if self
-            .seen_devices()
-            .saw(&session.org_id, &session.device_id, now)
-        {
+        if self.seen_devices().saw(
+            &session.org_id,
+            &session.device_id,
+            now,
+            self.contact_interval(),
+        ) {
             self.write_contacts().await;
         }
     }
@@ -260,10 +262,11 @@ impl App {
         if contacts.is_empty() {
             return;
         }
-        let ids: Vec<String> = contacts.iter().map(|(_, d, _)| d.clone()).collect();
+        let written: Vec<(String, Timestamp)> =
+            contacts.iter().map(|(_, d, at)| (d.clone(), *at)).collect();
         match self.store().devices_seen(&contacts).await {
             Ok(changed) => {
-                self.seen_devices().written(ids);
+                self.seen_devices().written(written);
                 self.announce(changed).await;
             }
             Err(e) => {
@@ -312,6 +315,13 @@ impl App {
                 device: Arc::new(c.device),
             });
         }
+    }
+
+    /// How often a connected device's contact is written: a sixth of the offline delay, between
+    /// 2 and 30 s (30 s for the default 180 s).
+    fn contact_interval(&self) -> std::time::Duration {
+        (self.config().device_offline_after / 6)
+            .clamp(FLEET_TICK, std::time::Duration::from_secs(30))
     }
 
     /// One pass of the fleet worker.

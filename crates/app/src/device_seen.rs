@@ -1,8 +1,9 @@
-//! When this node last heard from each device, kept in memory and written to the database in
-//! one transaction every few seconds by the fleet worker, so that thousands of devices sending
-//! a message a second cost one write per interval, not one per message. A device this node has
-//! not yet seen online is written at once, so that its first contact turns it online without
-//! waiting.
+//! When this node last heard from each device, kept in memory and written to the database by
+//! the fleet worker: a device's contact is written when the one written before is older than
+//! the write interval (`written_every`), at most `MAX_PER_PASS` devices a pass, so that
+//! thousands of devices sending a message a second cost a few hundred row updates a second,
+//! not one per message. A device this node has not yet seen online is written at once, so that
+//! its first contact turns it online without waiting.
 
 use plantd_model::Timestamp;
 use std::collections::HashMap;
@@ -17,9 +18,13 @@ pub struct SeenDevices {
 struct Seen {
     /// Device id → (organization, latest contact) not yet written.
     pending: HashMap<String, (String, Timestamp)>,
-    /// Devices this node has written as online since it last turned them offline.
-    online: std::collections::HashSet<String>,
+    /// Devices this node has written as online since it last turned them offline, with the
+    /// contact last written.
+    online: HashMap<String, Timestamp>,
 }
+
+/// Contacts written in one pass at most.
+pub const MAX_PER_PASS: usize = 1000;
 
 impl SeenDevices {
     fn lock(&self) -> std::sync::MutexGuard<'_, Seen> {
@@ -27,9 +32,19 @@ impl SeenDevices {
     }
 
     /// Notes a contact; true when it should be written now (this node has not seen the device
-    /// online).
-    pub fn saw(&self, org_id: &str, device_id: &str, at: Timestamp) -> bool {
+    /// online). A contact within `every` of the one last written is not written.
+    pub fn saw(
+        &self,
+        org_id: &str,
+        device_id: &str,
+        at: Timestamp,
+        every: std::time::Duration,
+    ) -> bool {
         let mut seen = self.lock();
+        let written = seen.online.get(device_id).copied();
+        if written.is_some_and(|w| at.millis() - w.millis() < every.as_millis() as i64) {
+            return false;
+        }
         let entry = seen
             .pending
             .entry(device_id.to_string())
@@ -37,15 +52,18 @@ impl SeenDevices {
         if entry.1 < at {
             entry.1 = at;
         }
-        !seen.online.contains(device_id)
+        written.is_none()
     }
 
-    /// Takes the contacts to write.
+    /// Takes up to `MAX_PER_PASS` contacts to write.
     pub fn take(&self) -> Vec<(String, String, Timestamp)> {
-        self.lock()
-            .pending
-            .drain()
-            .map(|(device, (org, at))| (org, device, at))
+        let mut seen = self.lock();
+        let keys: Vec<String> = seen.pending.keys().take(MAX_PER_PASS).cloned().collect();
+        keys.into_iter()
+            .filter_map(|device| {
+                let (org, at) = seen.pending.remove(&device)?;
+                Some((org, device, at))
+            })
             .collect()
     }
 
@@ -61,8 +79,8 @@ impl SeenDevices {
     }
 
     /// The written contacts: these devices are online.
-    pub fn written(&self, devices: impl IntoIterator<Item = String>) {
-        self.lock().online.extend(devices);
+    pub fn written(&self, contacts: impl IntoIterator<Item = (String, Timestamp)>) {
+        self.lock().online.extend(contacts);
     }
 
     /// The device went offline (or was deleted): its next contact is written at once.

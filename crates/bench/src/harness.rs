@@ -30,6 +30,8 @@ pub(crate) enum Suite {
     Alerts,
     /// License validations per second.
     Licenses,
+    /// The MQTT device channel with thousands of devices, beside Mosquitto.
+    Fleet,
 }
 
 /// Benchmarks of plantd that print tables, each running the release server as a separate
@@ -87,6 +89,9 @@ pub(crate) struct Options {
     /// Connectors: skip the MQTT row.
     #[arg(long)]
     no_mqtt: bool,
+    /// Fleet: devices connected at once.
+    #[arg(long, default_value_t = 5_000)]
+    pub(crate) devices: usize,
     #[arg(skip)]
     pub(crate) postgres_url: Option<String>,
     #[arg(skip)]
@@ -132,6 +137,15 @@ impl Drop for Server {
 }
 
 pub(crate) fn start_server(o: &Options, database_url: Option<&str>) -> Result<(Server, String)> {
+    start_server_with(o, database_url, &[])
+}
+
+/// [`start_server`] with more `plantd serve` flags.
+pub(crate) fn start_server_with(
+    o: &Options,
+    database_url: Option<&str>,
+    extra: &[&str],
+) -> Result<(Server, String)> {
     let dir = std::env::temp_dir().join(format!(
         "plantd-bench-{}-{}",
         std::process::id(),
@@ -155,6 +169,7 @@ pub(crate) fn start_server(o: &Options, database_url: Option<&str>) -> Result<(S
     }
     let mut child = Command::new(&o.plantd_path)
         .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(extra)
         .args(&storage)
         .env("PLANTD_LOG", "warn,sqlx::query=error,opcua_client=off")
         .stdout(Stdio::piped())

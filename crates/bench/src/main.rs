@@ -1,11 +1,12 @@
 //! `plantd-bench SUITE`: benchmarks of plantd that print tables (not tests), each running the
-//! release server as a separate process: `api`, `identity`, `console`, `telemetry`, `sim`, `connectors`, `alerts`, `licenses`
+//! release server as a separate process: `api`, `identity`, `console`, `telemetry`, `sim`, `connectors`, `alerts`, `licenses`, `fleet`
 //! (docs/benchmarks.md).
 
 mod alerts;
 mod api;
 mod connectors;
 mod console;
+mod fleet;
 mod harness;
 mod identity;
 mod licenses;
@@ -27,5 +28,6 @@ async fn main() -> Result<()> {
         Suite::Alerts => alerts::run(&o).await,
         Suite::Licenses => licenses::run(&o).await,
         Suite::Api => api::run(&o).await,
+        Suite::Fleet => fleet::run(&o).await,
     }
 }

@@ -52,8 +52,11 @@ pub struct MqttChannel {
 #[error("cannot start the MQTT device channel: {0}")]
 pub struct StartError(String);
 
-/// How often commands created on other nodes are looked for, and deleted devices checked.
+/// How often commands created on other nodes are looked for.
 const POLL: Duration = Duration::from_secs(2);
+/// How often the devices connected here are checked against the database (deleted on another
+/// node: disconnected).
+const GONE_CHECK: Duration = Duration::from_secs(10);
 
 /// Starts the broker on `settings` with the application's logins, rights and use cases.
 pub async fn start(app: App, settings: &MqttSettings) -> Result<MqttChannel, StartError> {
@@ -65,6 +68,8 @@ pub async fn start(app: App, settings: &MqttSettings) -> Result<MqttChannel, Sta
         .with_sys_topics_enabled(false)
         .with_retain_available(false)
         .with_max_packet_size(4 * 1024 * 1024)
+        // What flows to a device is its commands: a small queue each (the default holds 10,000).
+        .with_client_channel_capacity(256)
         .with_event_handler(Arc::new(DeviceEvents {
             app: app.clone(),
             sessions: sessions.clone(),
@@ -129,6 +134,7 @@ async fn deliver(
     let mut events = app.events().subscribe();
     let mut tick = tokio::time::interval(POLL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut ticks: u64 = 0;
     loop {
         tokio::select! {
             Some(_) = subscribed.recv() => {}
@@ -143,6 +149,13 @@ async fn deliver(
                 Err(broadcast::error::RecvError::Closed) => return,
             },
             _ = tick.tick() => {
+                ticks += 1;
+                // Deletions on this node disconnect at once (DeviceChanged); other nodes'
+                // within GONE_CHECK.
+                if !ticks.is_multiple_of(GONE_CHECK.as_secs() / POLL.as_secs()) {
+                    send_queued(&app, &router).await;
+                    continue;
+                }
                 let mut connected = Vec::new();
                 for id in sessions.ids() {
                     if router.is_connected(&id).await {
