@@ -20,7 +20,7 @@ const BUCKETS: [f64; 14] = [
 static RECORDER: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
 /// Every metric: name, kind and what it counts (its `# HELP`).
-const METRICS: [(&str, Kind, &str); 15] = [
+const METRICS: [(&str, Kind, &str); 19] = [
     (
         "plantd_http_requests_total",
         Kind::Counter,
@@ -34,12 +34,12 @@ const METRICS: [(&str, Kind, &str); 15] = [
     (
         "plantd_ingest_points_total",
         Kind::Counter,
-        "Telemetry points stored, by door (api, connector)",
+        "Telemetry points stored, by door (api, connector, mqtt)",
     ),
     (
         "plantd_ingest_batches_total",
         Kind::Counter,
-        "Telemetry batches stored, by door (api, connector)",
+        "Telemetry batches stored, by door (api, connector, mqtt)",
     ),
     (
         "plantd_ingest_queue_batches",
@@ -90,6 +90,26 @@ const METRICS: [(&str, Kind, &str); 15] = [
         "plantd_audit_records_total",
         Kind::Counter,
         "Audit records written by doors, by outcome",
+    ),
+    (
+        "plantd_mqtt_messages_total",
+        Kind::Counter,
+        "Device messages handled on the MQTT device channel, by topic (telemetry, heartbeat, command_result)",
+    ),
+    (
+        "plantd_mqtt_messages_dropped_total",
+        Kind::Counter,
+        "Device messages dropped (malformed or refused), by topic",
+    ),
+    (
+        "plantd_mqtt_logins_refused_total",
+        Kind::Counter,
+        "MQTT logins refused, by reason (anonymous, client_id, credentials)",
+    ),
+    (
+        "plantd_mqtt_refused_total",
+        Kind::Counter,
+        "MQTT publishes and subscriptions refused for topics that are not the device's own",
     ),
     (
         "plantd_password_checks_refused_total",
