@@ -87,21 +87,7 @@ impl App {
         ) {
             return Err(refused());
         }
-        let tier = self.store().org(&login.org_id).await?.tier;
-        Ok(DeviceSession {
-            caller: Caller {
-                credential: Credential::Device {
-                    id: login.id.clone(),
-                },
-                org_id: login.org_id.clone(),
-                user_id: None,
-                scopes: vec![plantd_model::Scope::WriteTelemetry],
-                tier,
-            },
-            device_id: login.id,
-            org_id: login.org_id,
-            asset_id: login.asset_id,
-        })
+        self.session_of(login).await
     }
 
     /// A registered device as the channel's caller, without a password: for a door whose broker
@@ -112,17 +98,14 @@ impl App {
             .device_login(device_id)
             .await
             .map_err(AppError::missing("device"))?;
+        self.session_of(login).await
+    }
+
+    /// The device as the channel's caller: `write:telemetry` on its organization, at its tier.
+    async fn session_of(&self, login: plantd_store::DeviceLogin) -> AppResult<DeviceSession> {
         let tier = self.store().org(&login.org_id).await?.tier;
         Ok(DeviceSession {
-            caller: Caller {
-                credential: Credential::Device {
-                    id: login.id.clone(),
-                },
-                org_id: login.org_id.clone(),
-                user_id: None,
-                scopes: vec![plantd_model::Scope::WriteTelemetry],
-                tier,
-            },
+            caller: device_caller(&login.id, &login.org_id, tier),
             device_id: login.id,
             org_id: login.org_id,
             asset_id: login.asset_id,
@@ -292,20 +275,13 @@ impl App {
                 quality: Quality::Good,
                 data_source_id: None,
             };
-            let caller = Caller {
-                credential: Credential::Device {
-                    id: c.device.id.clone(),
-                },
-                org_id: c.device.org_id.clone(),
-                user_id: None,
-                scopes: vec![plantd_model::Scope::WriteTelemetry],
-                tier: self
-                    .store()
-                    .org(&c.device.org_id)
-                    .await
-                    .map(|o| o.tier)
-                    .unwrap_or(plantd_model::Tier::Trial),
-            };
+            let tier = self
+                .store()
+                .org(&c.device.org_id)
+                .await
+                .map(|o| o.tier)
+                .unwrap_or(plantd_model::Tier::Trial);
+            let caller = device_caller(&c.device.id, &c.device.org_id, tier);
             if let Err(e) = self.ingest(&caller, Batch::Points(vec![point]), None).await {
                 tracing::warn!(device = %c.device.id, error = %plantd_model::error_chain(&e), "could not store a device's online state as telemetry");
             }
@@ -339,6 +315,19 @@ impl App {
         self.announce(changed).await;
         self.store().expire_commands(now).await?;
         Ok(())
+    }
+}
+
+/// A device as ingest's caller.
+fn device_caller(device_id: &str, org_id: &str, tier: plantd_model::Tier) -> Caller {
+    Caller {
+        credential: Credential::Device {
+            id: device_id.to_string(),
+        },
+        org_id: org_id.to_string(),
+        user_id: None,
+        scopes: vec![plantd_model::Scope::WriteTelemetry],
+        tier,
     }
 }
 

@@ -182,6 +182,16 @@ fn check_asset(v: &mut Validator, asset: &str) {
     );
 }
 
+/// The tags of a comma-separated list filter (`press, north`), blanks dropped.
+pub fn tag_list(text: Option<&str>) -> Vec<String> {
+    text.into_iter()
+        .flat_map(|t| t.split(','))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(String::from)
+        .collect()
+}
+
 /// Tags without surrounding spaces or repeats, in their first order.
 fn clean_tags(tags: Vec<String>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();

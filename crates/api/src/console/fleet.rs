@@ -63,14 +63,7 @@ pub(crate) async fn devices(
     let filter = DeviceFilter {
         status: q.status.as_deref().and_then(DeviceStatus::parse),
         group_id: q.group_id.clone().filter(|g| !g.is_empty()),
-        tags: q
-            .tags
-            .iter()
-            .flat_map(|t| t.split(','))
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .map(String::from)
-            .collect(),
+        tags: plantd_app::fleet::tag_list(q.tags.as_deref()),
     };
     let page: u32 = q
         .page

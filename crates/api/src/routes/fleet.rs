@@ -115,14 +115,7 @@ async fn list_devices(
     let filter = plantd_app::fleet::DeviceFilter {
         status: q.status,
         group_id: q.group_id.filter(|g| !g.trim().is_empty()),
-        tags: q
-            .tags
-            .iter()
-            .flat_map(|t| t.split(','))
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .map(String::from)
-            .collect(),
+        tags: plantd_app::fleet::tag_list(q.tags.as_deref()),
     };
     let paged = state.app.devices(&caller.org_id, filter, page).await?;
     Ok(list(page, paged, |d| d))

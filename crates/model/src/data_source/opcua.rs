@@ -180,11 +180,14 @@ mod tests {
             DataSourceType::Mqtt,
             json!({"broker_url": "mqtt://b", "topics": ["spBv1.0/#"], "payload_format": "sparkplug_b"}),
         )
+        .unwrap();
+        assert_eq!(sparkplug["payload_format"], "sparkplug_b");
+        let unknown = check(
+            DataSourceType::Mqtt,
+            json!({"broker_url": "mqtt://b", "topics": ["x/#"], "payload_format": "xml"}),
+        )
         .unwrap_err();
-        assert!(
-            sparkplug[0].contains("Sparkplug B is not supported"),
-            "{sparkplug:?}"
-        );
+        assert!(unknown[0].contains("payload_format"), "{unknown:?}");
         let mapped = check(
             DataSourceType::Mqtt,
             json!({"broker_url": "mqtt://b", "topics": ["p/+/+"], "asset_id_topic_level": 1, "tag_name_topic_level": 2}),
