@@ -22,7 +22,8 @@ use crate::sim::rss_mib;
 #[derive(Clone)]
 struct Shared {
     acked: Arc<AtomicU64>,
-    /// Command id (or Mosquitto correlation) → when it was sent.
+    /// plantd: device id → when its command was created (recorded before the request, as
+    /// the answer may come back before the HTTP response does).
     sent_at: Arc<Mutex<HashMap<String, Instant>>>,
     /// Round trips, microseconds.
     rtt_us: Arc<Mutex<Vec<u32>>>,
@@ -42,7 +43,8 @@ impl Shared {
 
 enum Sent {
     Point,
-    Answer(String),
+    /// A command's answer (one outstanding per device).
+    Answer,
 }
 
 fn free_port() -> Result<u16> {
@@ -95,7 +97,7 @@ async fn device(port: u16, id: String, password: Option<String>, shared: Shared,
                     let cid = cmd["id"].as_str().unwrap_or_default().to_string();
                     let answer = json!({"id": cid, "status": "succeeded", "result": {}});
                     if client.try_publish(&results, QoS::AtLeastOnce, false, answer.to_string()).is_ok() {
-                        pending.push_back(Sent::Answer(cid));
+                        pending.push_back(Sent::Answer);
                     }
                 }
                 Ok(Event::Outgoing(Outgoing::Publish(pkid))) => {
@@ -107,8 +109,8 @@ async fn device(port: u16, id: String, password: Option<String>, shared: Shared,
                     Some(Sent::Point) => {
                         shared.acked.fetch_add(1, Ordering::Relaxed);
                     }
-                    Some(Sent::Answer(cid)) => {
-                        if let Some(t0) = shared.sent_at.lock().unwrap().remove(&cid) {
+                    Some(Sent::Answer) => {
+                        if let Some(t0) = shared.sent_at.lock().unwrap().remove(&id) {
                             shared.rtt_us.lock().unwrap().push(t0.elapsed().as_micros() as u32);
                         }
                     }
@@ -255,8 +257,12 @@ pub(crate) async fn run(o: &Options) -> Result<()> {
         let (addr, key) = (addr.clone(), key2.clone());
         async move {
             let mut http = connect(&addr).await?;
-            let t0 = Instant::now();
-            let c = post_json(
+            shared
+                .sent_at
+                .lock()
+                .unwrap()
+                .insert(id.clone(), Instant::now());
+            post_json(
                 &mut http,
                 &addr,
                 &format!("/v1/fleet/devices/{id}/command"),
@@ -265,8 +271,6 @@ pub(crate) async fn run(o: &Options) -> Result<()> {
                 201,
             )
             .await?;
-            let cid = c["data"]["id"].as_str().context("command id")?.to_string();
-            shared.sent_at.lock().unwrap().insert(cid, t0);
             Ok(())
         }
     })
