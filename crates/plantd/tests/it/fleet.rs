@@ -1013,6 +1013,78 @@ async fn latest_has(app: &TestApp, asset: &str, tag: &str) -> bool {
         .is_some_and(|d| d.iter().any(|p| p["tag_name"] == tag))
 }
 
+/// A device's status changes are announced: on the live stream to a subscription of its asset,
+/// and to a webhook subscribed to `device.online` and `device.offline`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_changes_reach_the_stream_and_webhooks() {
+    use std::sync::{Arc, Mutex};
+    let app = spawn_app_with(AppConfig {
+        device_offline_after: Duration::from_secs(10),
+        ..AppConfig::default()
+    })
+    .await;
+    let k = app.admin_key.clone();
+    let got: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let seen = got.clone();
+    let hook = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |body: String| {
+            let seen = seen.clone();
+            async move {
+                seen.lock()
+                    .unwrap()
+                    .push(serde_json::from_str(&body).unwrap_or(Value::Null));
+                axum::http::StatusCode::OK
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, hook).await });
+    app.post(
+        "/webhooks",
+        &k,
+        json!({"url": url, "events": ["device.online", "device.offline"], "secret": "a-long-enough-secret-0123456789"}),
+    )
+    .await
+    .expect(201);
+    let channel = app.start_mqtt().await;
+    let d = register(&app, &k, "EV-1", json!({})).await;
+    let (id, pw) = (
+        d["id"].as_str().unwrap(),
+        d["mqtt"]["password"].as_str().unwrap(),
+    );
+    let mut ws = app
+        .subscribe(json!({"type": "subscribe", "asset_id": id}))
+        .await;
+    let (dev, code) = connect(options(channel.local_addr.unwrap(), id, id, pw)).await;
+    assert_eq!(code, ConnectReturnCode::Success);
+    let online = plantd_test_support::stream::next_of_type(&mut ws, "device").await;
+    assert_eq!(online["event"], "device.online");
+    assert_eq!(online["data"]["id"], id);
+    drop(dev);
+    let offline = tokio::time::timeout(
+        Duration::from_secs(30),
+        plantd_test_support::stream::next_of_type(&mut ws, "device"),
+    )
+    .await
+    .expect("offline within 30 s");
+    assert_eq!(offline["event"], "device.offline");
+    let events = wait_for("both webhook deliveries", 30, || async {
+        let events: Vec<String> = got
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|b| b["event"].as_str().map(String::from))
+            .collect();
+        (events.len() >= 2).then_some(events)
+    })
+    .await;
+    assert_eq!(events, ["device.online", "device.offline"]);
+    assert_eq!(got.lock().unwrap()[0]["data"]["id"], id);
+    channel.stop().await;
+}
+
 /// Now in RFC 3339 (whole seconds).
 fn chrono_now() -> String {
     plantd_model::Timestamp::now().to_string()
