@@ -50,6 +50,29 @@ struct Born {
     last: HashMap<String, f64>,
 }
 
+impl Born {
+    /// A metric's value as a good point, kept as the metric's last value; `None` when it is
+    /// not a number.
+    fn record(
+        &mut self,
+        m: &Metric,
+        name: String,
+        datatype: u32,
+        asset: &str,
+        at: Timestamp,
+    ) -> Option<Mapped> {
+        let v = number(m, datatype)?;
+        self.last.insert(name.clone(), v);
+        Some(point(
+            asset,
+            name,
+            v,
+            millis(m.timestamp, at),
+            Quality::Good,
+        ))
+    }
+}
+
 #[derive(Default)]
 struct Node {
     born: bool,
@@ -154,12 +177,7 @@ impl Decoder {
         let mut out = Decoded::default();
         match kind {
             Kind::NBirth => {
-                let bd_seq = p
-                    .metrics
-                    .iter()
-                    .find(|m| m.name.as_deref() == Some("bdSeq"))
-                    .and_then(|m| number(m, m.datatype.unwrap_or(DataType::UInt64 as u32)))
-                    .map(|v| v as u64);
+                let bd_seq = bd_seq(&p.metrics);
                 let n = self.nodes.entry(key).or_default();
                 *n = Node {
                     born: true,
@@ -216,12 +234,7 @@ impl Decoder {
                 let Some(n) = self.nodes.get_mut(&key) else {
                     return Ok(out);
                 };
-                let bd_seq = p
-                    .metrics
-                    .iter()
-                    .find(|m| m.name.as_deref() == Some("bdSeq"))
-                    .and_then(|m| number(m, m.datatype.unwrap_or(DataType::UInt64 as u32)))
-                    .map(|v| v as u64);
+                let bd_seq = bd_seq(&p.metrics);
                 // A death of an earlier session (its bdSeq differs) is not this session's.
                 if bd_seq.is_some() && n.bd_seq.is_some() && bd_seq != n.bd_seq {
                     return Ok(out);
@@ -244,6 +257,15 @@ impl Decoder {
         }
         Ok(out)
     }
+}
+
+/// The `bdSeq` metric of a birth or death certificate.
+fn bd_seq(metrics: &[Metric]) -> Option<u64> {
+    metrics
+        .iter()
+        .find(|m| m.name.as_deref() == Some("bdSeq"))
+        .and_then(|m| number(m, m.datatype.unwrap_or(DataType::UInt64 as u32)))
+        .map(|v| v as u64)
 }
 
 /// Whether `seq` is the one expected next (and expects the one after it).
@@ -285,16 +307,7 @@ fn data(
             .datatype
             .or_else(|| born.types.get(&name).copied())
             .unwrap_or(DataType::Double as u32);
-        if let Some(v) = number(m, datatype) {
-            born.last.insert(name.clone(), v);
-            points.push(point(
-                asset,
-                name,
-                v,
-                millis(m.timestamp, at),
-                Quality::Good,
-            ));
-        }
+        points.extend(born.record(m, name, datatype, asset, at));
     }
     Ok(points)
 }
@@ -314,16 +327,7 @@ fn birth(born: &mut Born, metrics: &[Metric], asset: &str, at: Timestamp) -> Vec
         if name == "bdSeq" || name.starts_with("Node Control/") {
             continue;
         }
-        if let Some(v) = number(m, datatype) {
-            born.last.insert(name.clone(), v);
-            points.push(point(
-                asset,
-                name,
-                v,
-                millis(m.timestamp, at),
-                Quality::Good,
-            ));
-        }
+        points.extend(born.record(m, name, datatype, asset, at));
     }
     points
 }
