@@ -192,8 +192,8 @@ pub fn tag_list(text: Option<&str>) -> Vec<String> {
         .collect()
 }
 
-/// Tags without surrounding spaces or repeats, in their first order.
-fn clean_tags(tags: Vec<String>) -> Vec<String> {
+/// Names (tags, group ids) without surrounding spaces or repeats, in their first order.
+fn clean_list(tags: Vec<String>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for t in tags {
         let t = t.trim().to_string();
@@ -256,7 +256,7 @@ impl App {
             }
         };
         let mut tags = req.tags;
-        let mut group_ids = clean_tags(req.group_ids);
+        let mut group_ids = clean_list(req.group_ids);
         if let Some(t) = &token {
             tags.extend(t.tags.iter().cloned());
             group_ids.extend(t.group_id.iter().cloned());
@@ -265,7 +265,7 @@ impl App {
         let new = NewDevice {
             name: req.name.trim().to_string(),
             serial_number: req.serial_number.trim().to_string(),
-            tags: clean_tags(tags),
+            tags: clean_list(tags),
             metadata,
             asset_id: req.asset_id.map(|a| a.trim().to_string()),
             group_ids,
@@ -317,17 +317,10 @@ impl App {
             Err(plantd_store::StoreError::NotFound) => return Err(unknown()),
             other => other?,
         };
-        if let Some(reason) = token.refusal(Timestamp::now()) {
-            let code = if token.revoked_at.is_some() {
-                "enrollment_token_revoked"
-            } else if token.max_uses.is_some_and(|m| token.uses >= m) {
-                "enrollment_token_used_up"
-            } else {
-                "enrollment_token_expired"
-            };
+        if let Some((code, message)) = token.refusal(Timestamp::now()) {
             return Err(AppError::Refused {
                 code,
-                message: reason.to_string(),
+                message: message.to_string(),
             });
         }
         Ok((org_id, token))
@@ -340,7 +333,7 @@ impl App {
         page: Page,
     ) -> AppResult<Paged<Device>> {
         let filter = DeviceFilter {
-            tags: clean_tags(filter.tags),
+            tags: clean_list(filter.tags),
             ..filter
         };
         let (items, total) = self
@@ -366,12 +359,12 @@ impl App {
         let current = self.device(org_id, id).await?;
         let fields = DeviceFields {
             name: update.name.map_or(current.name, |n| n.trim().to_string()),
-            tags: clean_tags(update.tags.unwrap_or(current.tags)),
+            tags: clean_list(update.tags.unwrap_or(current.tags)),
             metadata: update.metadata.unwrap_or(current.metadata),
             asset_id: update
                 .asset_id
                 .map_or(current.asset_id, |a| a.trim().to_string()),
-            group_ids: clean_tags(update.group_ids.unwrap_or(current.group_ids)),
+            group_ids: clean_list(update.group_ids.unwrap_or(current.group_ids)),
         };
         let mut v = Validator::new();
         v.text("name", &fields.name, 200);
@@ -562,7 +555,7 @@ impl App {
                     token_hash: secret.hash,
                     prefix: secret.display_prefix,
                     group_id: req.group_id,
-                    tags: clean_tags(req.tags),
+                    tags: clean_list(req.tags),
                     expires_at: req.expires_at,
                     max_uses: req.max_uses.map(|m| m as u64),
                 },

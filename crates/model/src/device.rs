@@ -84,16 +84,26 @@ pub struct EnrollmentToken {
 }
 
 impl EnrollmentToken {
-    /// Why the token cannot enroll a device now, if it cannot.
-    pub fn refusal(&self, now: Timestamp) -> Option<&'static str> {
+    /// Why the token cannot enroll a device now, if it cannot: the error code a client acts
+    /// on and the message.
+    pub fn refusal(&self, now: Timestamp) -> Option<(&'static str, &'static str)> {
         if self.revoked_at.is_some() {
-            return Some("the enrollment token was revoked");
+            return Some((
+                "enrollment_token_revoked",
+                "the enrollment token was revoked",
+            ));
         }
         if self.expires_at.is_some_and(|e| e <= now) {
-            return Some("the enrollment token has expired");
+            return Some((
+                "enrollment_token_expired",
+                "the enrollment token has expired",
+            ));
         }
         if self.max_uses.is_some_and(|m| self.uses >= m) {
-            return Some("the enrollment token has been used its maximum number of times");
+            return Some((
+                "enrollment_token_used_up",
+                "the enrollment token has been used its maximum number of times",
+            ));
         }
         None
     }
@@ -344,12 +354,12 @@ mod tests {
         };
         assert_eq!(t.refusal(now), None);
         t.uses = 1;
-        assert!(t.refusal(now).unwrap().contains("maximum"));
+        assert_eq!(t.refusal(now).unwrap().0, "enrollment_token_used_up");
+        assert!(t.refusal(now).unwrap().1.contains("maximum"));
         t.uses = 0;
-        assert!(
-            t.refusal(Timestamp::from_millis(2_000_000))
-                .unwrap()
-                .contains("expired")
+        assert_eq!(
+            t.refusal(Timestamp::from_millis(2_000_000)).unwrap().0,
+            "enrollment_token_expired"
         );
     }
 }

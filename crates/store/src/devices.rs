@@ -181,6 +181,17 @@ pub(crate) async fn device_in(conn: &mut AnyConnection, org_id: &str, id: &str) 
     Ok(with_groups(conn, vec![device]).await?.remove(0))
 }
 
+/// `NotFound` unless `group_id` is one of the organization's groups.
+async fn group_in(conn: &mut AnyConnection, org_id: &str, group_id: &str) -> Result<()> {
+    sqlx::query("SELECT 1 AS one FROM device_groups WHERE org_id = $1 AND id = $2")
+        .bind(org_id)
+        .bind(group_id)
+        .fetch_optional(conn)
+        .await?
+        .map(|_| ())
+        .ok_or(StoreError::NotFound)
+}
+
 /// Sets the device's groups and tags (rows of `device_group_members` and `device_tags`); a group
 /// id that is not the organization's is `NotFound`.
 async fn set_memberships(
@@ -195,15 +206,7 @@ async fn set_memberships(
         .execute(&mut *conn)
         .await?;
     for g in group_ids {
-        let exists =
-            sqlx::query("SELECT 1 AS one FROM device_groups WHERE org_id = $1 AND id = $2")
-                .bind(org_id)
-                .bind(g)
-                .fetch_optional(&mut *conn)
-                .await?;
-        if exists.is_none() {
-            return Err(StoreError::NotFound);
-        }
+        group_in(conn, org_id, g).await?;
         sqlx::query(
             "INSERT INTO device_group_members (org_id, device_id, group_id) VALUES ($1, $2, $3)",
         )
@@ -480,15 +483,7 @@ impl Store {
         let id = new_id();
         let mut tx = self.begin_write().await?;
         if let Some(g) = &t.group_id {
-            let exists =
-                sqlx::query("SELECT 1 AS one FROM device_groups WHERE org_id = $1 AND id = $2")
-                    .bind(org_id)
-                    .bind(g)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-            if exists.is_none() {
-                return Err(StoreError::NotFound);
-            }
+            group_in(&mut tx, org_id, g).await?;
         }
         sqlx::query(
             "INSERT INTO enrollment_tokens (id, org_id, token_hash, prefix, group_id, tags, expires_at, max_uses, uses, created_at) \

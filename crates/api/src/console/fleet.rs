@@ -352,7 +352,7 @@ pub(crate) async fn enrollment(
                         td {
                             @match t.refusal(Timestamp::now()) {
                                 None => span class="badge ok" { "usable" },
-                                Some(_) if t.revoked_at.is_some() => span class="badge revoked" { "revoked" },
+                                Some(("enrollment_token_revoked", _)) => span class="badge revoked" { "revoked" },
                                 Some(_) => span class="badge expired" { "spent" },
                             }
                         }
