@@ -14,7 +14,7 @@ use plantd_model::alert::{Alert, AlertRule, AlertStatus, RULE_SOURCE};
 use plantd_model::event::EventType;
 use plantd_model::telemetry::Point;
 use plantd_model::{Timestamp, new_id};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -24,7 +24,30 @@ use crate::events::EventBus;
 pub const RULES_TTL: Duration = Duration::from_secs(5);
 
 /// An organization's enabled rules and when they were read.
-type CachedRules = (Instant, Arc<Vec<AlertRule>>);
+type CachedRules = (Instant, Arc<OrgRules>);
+
+/// An organization's enabled rules, with the member devices of the device groups they watch.
+#[derive(Default)]
+struct OrgRules {
+    rules: Vec<AlertRule>,
+    /// Group id -> its devices: a rule whose `data_source_id` is a device group watches the
+    /// points of each of its devices (a device is the source of the points it sends).
+    members: HashMap<String, HashSet<String>>,
+}
+
+impl OrgRules {
+    /// Whether a point from `source` is one the rule watches.
+    fn watches(&self, rule: &AlertRule, source: Option<&str>) -> bool {
+        let Some(source) = source else {
+            return false;
+        };
+        source == rule.data_source_id
+            || self
+                .members
+                .get(&rule.data_source_id)
+                .is_some_and(|m| m.contains(source))
+    }
+}
 
 #[derive(Default)]
 pub(crate) struct AlertEngine {
@@ -66,20 +89,26 @@ impl AlertEngine {
         &self,
         store: &plantd_store::Store,
         org_id: &str,
-    ) -> plantd_store::Result<Arc<Vec<AlertRule>>> {
+    ) -> plantd_store::Result<Arc<OrgRules>> {
         if let Some((at, rules)) = lock(&self.rules).get(org_id)
             && at.elapsed() < RULES_TTL
         {
             return Ok(rules.clone());
         }
-        let rules: Arc<Vec<AlertRule>> = Arc::new(
-            store
-                .alert_rules(org_id)
-                .await?
-                .into_iter()
-                .filter(|r| r.enabled)
-                .collect(),
-        );
+        let rules: Vec<AlertRule> = store
+            .alert_rules(org_id)
+            .await?
+            .into_iter()
+            .filter(|r| r.enabled)
+            .collect();
+        let mut watched: Vec<String> = rules.iter().map(|r| r.data_source_id.clone()).collect();
+        watched.sort();
+        watched.dedup();
+        let mut members: HashMap<String, HashSet<String>> = HashMap::new();
+        for (group, device) in store.group_members(org_id, &watched).await? {
+            members.entry(group).or_default().insert(device);
+        }
+        let rules = Arc::new(OrgRules { rules, members });
         lock(&self.rules).insert(org_id.to_string(), (Instant::now(), rules.clone()));
         Ok(rules)
     }
@@ -92,26 +121,26 @@ impl AlertEngine {
         org_id: &str,
         points: &[Point],
     ) {
-        let rules = match self.enabled_rules(store, org_id).await {
+        let org_rules = match self.enabled_rules(store, org_id).await {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(org = org_id, error = %plantd_model::error_chain(&e), "alert rules unreadable; batch not evaluated");
                 return;
             }
         };
-        if rules.is_empty() {
+        if org_rules.rules.is_empty() {
             return;
         }
         let mut transitions = Vec::new();
         {
             let mut ev = lock(&self.evaluator);
-            for rule in rules.iter() {
+            for rule in &org_rules.rules {
                 let c = &rule.condition;
                 let mut matched: Vec<&Point> = points
                     .iter()
                     .filter(|p| {
                         p.tag_name == c.tag_name
-                            && p.data_source_id.as_deref() == Some(rule.data_source_id.as_str())
+                            && org_rules.watches(rule, p.data_source_id.as_deref())
                             && rule.asset_id.as_ref().is_none_or(|a| *a == p.asset_id)
                     })
                     .collect();
@@ -130,12 +159,13 @@ impl AlertEngine {
                     if let Some(t) =
                         ev.observe(&rule.id, &spec, &p.asset_id, p.timestamp.millis(), p.value)
                     {
-                        transitions.push((rule, p.asset_id.clone(), t));
+                        transitions.push((rule, p, t));
                     }
                 }
             }
         }
-        for (rule, asset_id, t) in transitions {
+        for (rule, point, t) in transitions {
+            let asset_id = point.asset_id.clone();
             let result = match t {
                 Transition::Fire { value, at_ms } => {
                     let alert = Alert {
@@ -145,7 +175,8 @@ impl AlertEngine {
                         rule_name: Some(rule.name.clone()),
                         severity: rule.severity,
                         status: AlertStatus::Active,
-                        data_source_id: Some(rule.data_source_id.clone()),
+                        // The point's source: the device, for a rule watching a group.
+                        data_source_id: point.data_source_id.clone(),
                         asset_id,
                         tag_name: Some(rule.condition.tag_name.clone()),
                         value: Some(value),

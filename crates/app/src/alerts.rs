@@ -294,16 +294,26 @@ impl App {
         Ok(())
     }
 
-    /// A rule's data source must be one of the organization's.
+    /// A rule watches one of the organization's data sources, devices (a device is the source
+    /// of what it sends: its telemetry, heartbeat figures and `online` tag) or device groups
+    /// (each of the group's devices).
     async fn check_rule_source(&self, org_id: &str, id: &str) -> AppResult<()> {
-        match self.store().data_source(org_id, id).await {
-            Ok(_) => Ok(()),
-            Err(StoreError::NotFound) => Err(AppError::invalid(
-                "data_source_id",
-                "is not a data source of this organization",
-            )),
-            Err(e) => Err(e.into()),
+        let found = |r: Result<(), StoreError>| match r {
+            Ok(()) => Ok(true),
+            Err(StoreError::NotFound) => Ok(false),
+            Err(e) => Err(AppError::from(e)),
+        };
+        let store = self.store();
+        if found(store.data_source(org_id, id).await.map(drop))?
+            || found(store.device(org_id, id).await.map(drop))?
+            || found(store.group(org_id, id).await.map(drop))?
+        {
+            return Ok(());
         }
+        Err(AppError::invalid(
+            "data_source_id",
+            "is not a data source, device or device group of this organization",
+        ))
     }
 
     /// Creates an alert from outside the rule engine; returns it and whether it is new (an open

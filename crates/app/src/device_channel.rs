@@ -8,7 +8,7 @@ use plantd_model::Timestamp;
 use plantd_model::audit::{ActorType, AuditEvent};
 use plantd_model::device::{Command, CommandOutcome, CommandResult, CommandStatus, Heartbeat};
 use plantd_model::event::EventType;
-use plantd_model::telemetry::{Point, Quality};
+use plantd_model::telemetry::{Point, PointDefaults, Quality};
 use plantd_model::validation::Validator;
 use plantd_store::StatusChanged;
 use std::sync::Arc;
@@ -153,16 +153,11 @@ impl App {
         payload: &[u8],
     ) -> AppResult<Stored> {
         self.device_seen(session).await;
-        let mut body: serde_json::Value = plantd_model::json::parse(payload)?;
-        if let Some(points) = body.get_mut("data").and_then(|d| d.as_array_mut()) {
-            for p in points.iter_mut().filter_map(|p| p.as_object_mut()) {
-                p.entry("asset_id")
-                    .or_insert_with(|| session.asset_id.clone().into());
-            }
-        }
-        let bytes = serde_json::to_vec(&body)
-            .map_err(|e| AppError::internal("re-encoding a device's telemetry", e))?;
-        self.ingest(&session.caller, Batch::Body(&bytes), None)
+        let defaults = PointDefaults {
+            asset_id: Some(&session.asset_id),
+            data_source_id: Some(&session.device_id),
+        };
+        self.ingest(&session.caller, Batch::Body(payload, defaults), None)
             .await
     }
 
@@ -195,7 +190,7 @@ impl App {
                 value,
                 timestamp: now,
                 quality: Quality::Good,
-                data_source_id: None,
+                data_source_id: Some(session.device_id.clone()),
             })
             .collect();
         if !points.is_empty() {
@@ -273,7 +268,7 @@ impl App {
                 value: if online { 1.0 } else { 0.0 },
                 timestamp: Timestamp::now(),
                 quality: Quality::Good,
-                data_source_id: None,
+                data_source_id: Some(c.device.id.clone()),
             };
             let tier = self
                 .store()

@@ -5,7 +5,8 @@
 use plantd_model::data_source::{DataSource, DataSourceStatus, DataSourceType};
 use plantd_model::page::{Page, Paged};
 use plantd_model::telemetry::{
-    Aggregation, MAX_DETAILS, Point, Quality, check_point, parse_batch, validate_points,
+    Aggregation, MAX_DETAILS, Point, PointDefaults, Quality, check_point, parse_batch,
+    validate_points,
 };
 use plantd_model::{FieldError, Tier, Timestamp};
 use plantd_store::NewAuditRecord;
@@ -22,8 +23,10 @@ use crate::rate_limit::{Bucket, Decision, point_windows};
 
 /// A batch of points as a door received it.
 pub enum Batch<'a> {
-    /// A JSON body `{"data": [...], "data_source_id"?}` (`POST /v1/telemetry`).
-    Body(&'a [u8]),
+    /// A JSON body `{"data": [...], "data_source_id"?}` (`POST /v1/telemetry`; a device's
+    /// telemetry message, whose points default to the device's asset and to the device as
+    /// their source).
+    Body(&'a [u8], PointDefaults<'a>),
     /// Points already read (a connector's batch), each checked by [`check_point`].
     Points(Vec<Point>),
 }
@@ -232,13 +235,14 @@ impl App {
         let (points, batch_source) = match batch {
             // A valid body is read straight into points; anything off is read again the
             // detailed way, which names every bad field.
-            Batch::Body(bytes) => match parse_batch(bytes, now, oldest) {
+            Batch::Body(bytes, defaults) => match parse_batch(bytes, defaults, now, oldest) {
                 Some(batch) => batch,
                 None => {
                     let body: IngestBody = plantd_model::json::parse(bytes)?;
+                    let source = body.data_source_id.as_deref().or(defaults.data_source_id);
                     let points =
-                        validate_points(&body.data, body.data_source_id.as_deref(), now, oldest)?;
-                    (points, body.data_source_id)
+                        validate_points(&body.data, source, defaults.asset_id, now, oldest)?;
+                    (points, source.map(str::to_string))
                 }
             },
             Batch::Points(points) => {
@@ -256,7 +260,11 @@ impl App {
                 (points, None)
             }
         };
-        self.check_sources(&caller.org_id, &points, batch_source.as_deref())
+        let own_device = match &caller.credential {
+            crate::caller::Credential::Device { id } => Some(id.as_str()),
+            _ => None,
+        };
+        self.check_sources(&caller.org_id, &points, batch_source.as_deref(), own_device)
             .await?;
         let audit = trail.map(AuditTrail::success_record);
         let stored = self
@@ -318,19 +326,22 @@ impl App {
         })
     }
 
-    /// Every named data source must be one of the organization's: the batch's is named
-    /// `data_source_id`, a point's own (when it differs) `data[i].data_source_id`.
+    /// Every named data source must be one of the organization's (or the device that sends
+    /// the batch): the batch's is named `data_source_id`, a point's own (when it differs)
+    /// `data[i].data_source_id`.
     async fn check_sources(
         &self,
         org_id: &str,
         points: &[Point],
         batch_source: Option<&str>,
+        own_device: Option<&str>,
     ) -> AppResult<()> {
-        if batch_source.is_none() && points.iter().all(|p| p.data_source_id.is_none()) {
+        let own = |id: Option<&str>| id.is_none() || id == own_device;
+        if own(batch_source) && points.iter().all(|p| own(p.data_source_id.as_deref())) {
             return Ok(());
         }
         let sources = self.store().org_data_sources(org_id).await?;
-        let known = |id: &str| sources.iter().any(|d| d.id == id);
+        let known = |id: &str| Some(id) == own_device || sources.iter().any(|d| d.id == id);
         let mut errors = Vec::new();
         if let Some(ds) = batch_source
             && !known(ds)

@@ -320,7 +320,11 @@ async fn a_call_is_admitted_limited_and_audited_without_http() {
         Timestamp::from_millis(now.millis() - 1_000)
     );
     let stored = app
-        .ingest(&caller, Batch::Body(body.as_bytes()), Some(&ingest))
+        .ingest(
+            &caller,
+            Batch::Body(body.as_bytes(), Default::default()),
+            Some(&ingest),
+        )
         .await
         .unwrap();
     assert_eq!(stored.accepted, 1);

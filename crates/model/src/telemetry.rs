@@ -76,11 +76,22 @@ pub fn check_name(text: &str) -> Result<(), &'static str> {
     }
 }
 
+/// What a point that names no asset or data source belongs to: nothing for `POST /v1/telemetry`
+/// (a point must name its asset); a device's asset and the device for the MQTT device channel.
+/// A batch's own `data_source_id` wins over the door's.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PointDefaults<'a> {
+    pub asset_id: Option<&'a str>,
+    pub data_source_id: Option<&'a str>,
+}
+
 /// Validates raw ingest points, naming every bad field (`data[3].value`), at most
 /// [`MAX_DETAILS`] of them. `oldest` is the oldest timestamp accepted (the raw retention).
+/// `batch_source` is the batch's `data_source_id` or the door's default.
 pub fn validate_points(
     items: &[Value],
     batch_source: Option<&str>,
+    default_asset: Option<&str>,
     now: Timestamp,
     oldest: Timestamp,
 ) -> Result<Vec<Point>, Vec<FieldError>> {
@@ -138,7 +149,10 @@ pub fn validate_points(
                 }
             }
         };
-        let asset_id = name("asset_id");
+        let asset_id = match (obj.get("asset_id"), default_asset) {
+            (None | Some(Value::Null), Some(a)) => Some(a.to_string()),
+            _ => name("asset_id"),
+        };
         let tag_name = name("tag_name");
         let value = match obj.get("value") {
             Some(Value::Number(n)) => n.as_f64().filter(|v| v.is_finite()),
@@ -207,7 +221,8 @@ pub fn validate_points(
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PointRef<'a> {
-    asset_id: &'a str,
+    #[serde(default, borrow)]
+    asset_id: Option<&'a str>,
     tag_name: &'a str,
     value: f64,
     timestamp: &'a str,
@@ -233,20 +248,29 @@ pub type ParsedBatch = (Vec<Point>, Option<String>);
 /// is off (malformed JSON, an escaped string, a missing or unknown field, a bad value): the
 /// caller then goes the detailed way, which names every bad field. Strings borrowed from the
 /// body cannot hold U+0000 (JSON allows it only escaped).
-pub fn parse_batch(bytes: &[u8], now: Timestamp, oldest: Timestamp) -> Option<ParsedBatch> {
+pub fn parse_batch(
+    bytes: &[u8],
+    defaults: PointDefaults<'_>,
+    now: Timestamp,
+    oldest: Timestamp,
+) -> Option<ParsedBatch> {
     let batch: BatchRef<'_> = serde_json::from_slice(bytes).ok()?;
     if batch.data.is_empty() || batch.data.len() > MAX_BATCH {
         return None;
     }
-    let batch_source = batch.data_source_id.map(str::to_string);
+    let batch_source = batch
+        .data_source_id
+        .or(defaults.data_source_id)
+        .map(str::to_string);
     let mut points = Vec::with_capacity(batch.data.len());
     // Consecutive points usually share names: their checks are not repeated.
     let mut last_names: (&str, &str) = ("", "");
     for p in &batch.data {
-        if (p.asset_id, p.tag_name) != last_names {
-            check_name(p.asset_id).ok()?;
+        let asset_id = p.asset_id.or(defaults.asset_id)?;
+        if (asset_id, p.tag_name) != last_names {
+            check_name(asset_id).ok()?;
             check_name(p.tag_name).ok()?;
-            last_names = (p.asset_id, p.tag_name);
+            last_names = (asset_id, p.tag_name);
         }
         if !p.value.is_finite() {
             return None;
@@ -258,7 +282,7 @@ pub fn parse_batch(bytes: &[u8], now: Timestamp, oldest: Timestamp) -> Option<Pa
             Some(ds) => Some(ds.to_string()),
         };
         points.push(Point {
-            asset_id: p.asset_id.to_string(),
+            asset_id: asset_id.to_string(),
             tag_name: p.tag_name.to_string(),
             value: p.value + 0.0,
             timestamp,
@@ -362,7 +386,7 @@ mod tests {
             json!({"asset_id": "P1", "tag_name": "T", "value": 1, "timestamp": "2020-01-01T00:00:00Z", "extra": 1}),
             json!(5),
         ];
-        let errors = validate_points(&items, None, now, oldest).unwrap_err();
+        let errors = validate_points(&items, None, None, now, oldest).unwrap_err();
         let fields: Vec<_> = errors.iter().map(|e| e.field.as_str()).collect();
         assert_eq!(
             fields,
@@ -376,9 +400,9 @@ mod tests {
                 "data[4]"
             ]
         );
-        let ok = validate_points(&items[..1], Some("ds"), now, oldest).unwrap();
+        let ok = validate_points(&items[..1], Some("ds"), None, now, oldest).unwrap();
         assert_eq!(ok[0].data_source_id.as_deref(), Some("ds"));
-        assert!(validate_points(&[], None, now, oldest).is_err());
+        assert!(validate_points(&[], None, None, now, oldest).is_err());
     }
 
     #[test]
@@ -391,11 +415,11 @@ mod tests {
             {"asset_id": "P2", "tag_name": "Vib X", "value": 1e300, "timestamp": "2026-05-31T22:00:00.123Z"}
         ]});
         let bytes = serde_json::to_vec(&good).unwrap();
-        let (fast, source) = parse_batch(&bytes, now, oldest).unwrap();
+        let (fast, source) = parse_batch(&bytes, PointDefaults::default(), now, oldest).unwrap();
         let items = good["data"].as_array().unwrap();
         assert_eq!(
             fast,
-            validate_points(items, Some("ds"), now, oldest).unwrap()
+            validate_points(items, Some("ds"), None, now, oldest).unwrap()
         );
         assert_eq!(source.as_deref(), Some("ds"));
         // Anything off goes the detailed way (None), which names the field.
@@ -414,7 +438,41 @@ mod tests {
             r#"[1]"#,
             " ",
         ] {
-            assert!(parse_batch(bad.as_bytes(), now, oldest).is_none(), "{bad}");
+            assert!(
+                parse_batch(bad.as_bytes(), PointDefaults::default(), now, oldest).is_none(),
+                "{bad}"
+            );
         }
+    }
+
+    #[test]
+    fn a_door_names_the_asset_and_source_of_points_that_do_not() {
+        let now = Timestamp::parse("2026-06-01T00:00:00Z").unwrap();
+        let oldest = Timestamp::from_millis(now.millis() - 7 * 86_400_000);
+        let body = json!({"data": [
+            {"tag_name": "T", "value": 1, "timestamp": "2026-05-31T23:00:00Z"},
+            {"asset_id": "P2", "tag_name": "T", "value": 2, "timestamp": "2026-05-31T23:00:00Z", "data_source_id": "ds"}
+        ]});
+        let bytes = serde_json::to_vec(&body).unwrap();
+        let device = PointDefaults {
+            asset_id: Some("dev-asset"),
+            data_source_id: Some("dev"),
+        };
+        let (fast, source) = parse_batch(&bytes, device, now, oldest).unwrap();
+        assert_eq!(source.as_deref(), Some("dev"));
+        let named: Vec<_> = fast
+            .iter()
+            .map(|p| (p.asset_id.as_str(), p.data_source_id.as_deref()))
+            .collect();
+        assert_eq!(named, [("dev-asset", Some("dev")), ("P2", Some("ds"))]);
+        let items = body["data"].as_array().unwrap();
+        assert_eq!(
+            fast,
+            validate_points(items, Some("dev"), Some("dev-asset"), now, oldest).unwrap()
+        );
+        // Without a default a point must name its asset, both ways.
+        assert!(parse_batch(&bytes, PointDefaults::default(), now, oldest).is_none());
+        let errors = validate_points(items, None, None, now, oldest).unwrap_err();
+        assert_eq!(errors[0].field, "data[0].asset_id");
     }
 }

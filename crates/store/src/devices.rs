@@ -409,6 +409,30 @@ impl Store {
         rows.iter().map(|r| Ok(r.try_get("id")?)).collect()
     }
 
+    /// The member devices of those of `ids` that are device groups of the organization, as
+    /// (group id, device id) pairs.
+    pub async fn group_members(
+        &self,
+        org_id: &str,
+        ids: &[String],
+    ) -> Result<Vec<(String, String)>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT group_id, device_id FROM device_group_members WHERE org_id = $1 AND group_id IN {}",
+            placeholders(2, ids.len())
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(org_id);
+        for id in ids {
+            q = q.bind(id.clone());
+        }
+        let rows = q.fetch_all(self.pool()).await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("group_id")?, r.try_get("device_id")?)))
+            .collect()
+    }
+
     pub async fn create_group(
         &self,
         org_id: &str,

@@ -5,13 +5,14 @@ use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use maud::html;
 use plantd_app::alerts::AlertFilter;
+use plantd_app::fleet::DeviceFilter;
 use plantd_model::Scope;
 use plantd_model::alert::{AlertStatus, Severity};
 use plantd_model::page::Page;
 use serde::Deserialize;
 
 use super::browser::Browser;
-use super::kit::{OrPage, alert_table, pager, severity_badge};
+use super::kit::{ALL, OrPage, alert_table, pager, severity_badge};
 use super::layout::shell;
 use crate::state::AppState;
 
@@ -92,6 +93,12 @@ pub(crate) async fn alerts(
     Ok(shell(&browser, body, &[]))
 }
 
+/// The devices a rule form offers.
+const RULE_DEVICES: Page = Page {
+    page: 1,
+    per_page: 200,
+};
+
 /// Alert rules: list with enable/disable, edit and delete; a form to create one.
 pub(crate) async fn rules(
     State(state): State<AppState>,
@@ -102,16 +109,38 @@ pub(crate) async fn rules(
         Ok::<_, plantd_app::AppError>((
             state.app.alert_rules(org).await?,
             state.app.data_sources(org).await?,
+            state.app.groups(org, ALL).await?.items,
+            state
+                .app
+                .devices(org, DeviceFilter::default(), RULE_DEVICES)
+                .await?,
         ))
     }
     .await;
-    let (rules, sources) = loaded.or_page(&browser)?;
+    let (rules, sources, groups, devices) = loaded.or_page(&browser)?;
     let write = browser.may(Scope::WriteAlerts);
+    // What a rule can watch: data sources, device groups and devices (the first
+    // RULE_DEVICES.per_page by name; any other through the API).
+    let watched: Vec<(&str, &str, &str)> = sources
+        .iter()
+        .map(|s| ("Data sources", s.id.as_str(), s.name.as_str()))
+        .chain(
+            groups
+                .iter()
+                .map(|g| ("Device groups", g.id.as_str(), g.name.as_str())),
+        )
+        .chain(
+            devices
+                .items
+                .iter()
+                .map(|d| ("Devices", d.id.as_str(), d.name.as_str())),
+        )
+        .collect();
     let source_name = |id: &str| {
-        sources
+        watched
             .iter()
-            .find(|s| s.id == id)
-            .map_or(id.to_string(), |s| s.name.clone())
+            .find(|(_, w, _)| *w == id)
+            .map_or(id.to_string(), |(_, _, name)| name.to_string())
     };
     let rule_form = |rule: Option<&plantd_model::alert::AlertRule>| {
         let prefix = rule.map_or("new".to_string(), |r| r.id.clone());
@@ -129,14 +158,20 @@ pub(crate) async fn rules(
                         option value=(s) selected[rule.is_some_and(|r| r.severity.as_str() == s)] { (s) }
                     }
                 }
-                label for=(id("ds")) { "Data source" }
+                label for=(id("ds")) { "Watches (a data source, a device group or a device)" }
                 select id=(id("ds")) name="data_source_id" required {
-                    @for s in sources.iter() {
-                        option value=(s.id) selected[rule.is_some_and(|r| r.data_source_id == s.id)] { (s.name) }
+                    @for kind in ["Data sources", "Device groups", "Devices"] {
+                        @if watched.iter().any(|(k, _, _)| *k == kind) {
+                            optgroup label=(kind) {
+                                @for (_, w, name) in watched.iter().filter(|(k, _, _)| *k == kind) {
+                                    option value=(w) selected[rule.is_some_and(|r| r.data_source_id == *w)] { (name) }
+                                }
+                            }
+                        }
                     }
                 }
                 p class="field-error" data-error-for="data_source_id" {}
-                label for=(id("asset")) { "Asset (empty: every asset of the source)" }
+                label for=(id("asset")) { "Asset (empty: every asset of the source or device)" }
                 input id=(id("asset")) name="asset_id" maxlength="128" value=(rule.and_then(|r| r.asset_id.as_deref()).unwrap_or(""));
                 p class="field-error" data-error-for="asset_id" {}
                 fieldset {

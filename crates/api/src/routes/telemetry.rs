@@ -75,7 +75,11 @@ async fn ingest(
     let trail = trail.map(|Extension(t)| t);
     let stored = state
         .app
-        .ingest(&caller, Batch::Body(&bytes), trail.as_ref())
+        .ingest(
+            &caller,
+            Batch::Body(&bytes, Default::default()),
+            trail.as_ref(),
+        )
         .await?;
     let mut response = ok(IngestResult {
         accepted: stored.accepted,

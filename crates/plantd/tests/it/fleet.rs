@@ -1014,7 +1014,8 @@ async fn latest_has(app: &TestApp, asset: &str, tag: &str) -> bool {
 }
 
 /// A device's status changes are announced: on the live stream to a subscription of its asset,
-/// and to a webhook subscribed to `device.online` and `device.offline`.
+/// to a webhook subscribed to `device.online` and `device.offline`, and to alert rules watching
+/// the device or its group.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_changes_reach_the_stream_and_webhooks() {
     use std::sync::{Arc, Mutex};
@@ -1049,11 +1050,33 @@ async fn status_changes_reach_the_stream_and_webhooks() {
     .await
     .expect(201);
     let channel = app.start_mqtt().await;
-    let d = register(&app, &k, "EV-1", json!({})).await;
+    let group = app
+        .post("/fleet/groups", &k, json!({"name": "Line 1"}))
+        .await
+        .expect(201)
+        .json["data"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let d = register(&app, &k, "EV-1", json!({"group_ids": [group]})).await;
     let (id, pw) = (
         d["id"].as_str().unwrap(),
         d["mqtt"]["password"].as_str().unwrap(),
     );
+    // An alert rule watches a device group (or a device): its devices' `online` tag.
+    let rule = |watched: &str| {
+        json!({"name": "Gateway offline", "severity": "critical", "data_source_id": watched,
+               "condition": {"tag_name": "online", "operator": "lt", "value": 1, "duration_seconds": 0}})
+    };
+    app.post("/alert-rules", &k, rule(&group)).await.expect(201);
+    app.post("/alert-rules", &k, rule(id)).await.expect(201);
+    // Another organization's device or group is not a rule's to watch.
+    let (_b, b) = app
+        .other_org("B Corp", plantd_model::Tier::Professional)
+        .await;
+    let r = app.post("/alert-rules", &b, rule(&group)).await.expect(400);
+    assert_eq!(r.json["error"]["details"][0]["field"], "data_source_id");
+    app.post("/alert-rules", &b, rule(id)).await.expect(400);
     let mut ws = app
         .subscribe(json!({"type": "subscribe", "asset_id": id}))
         .await;
@@ -1082,6 +1105,39 @@ async fn status_changes_reach_the_stream_and_webhooks() {
     .await;
     assert_eq!(events, ["device.online", "device.offline"]);
     assert_eq!(got.lock().unwrap()[0]["data"]["id"], id);
+    // Both rules fired on the device going offline, and clear when it is back.
+    let alerts = |status: &'static str| {
+        let app = &app;
+        let k = &k;
+        async move {
+            app.get(&format!("/alerts?status={status}"), k)
+                .await
+                .expect(200)
+                .json["data"]
+                .as_array()
+                .unwrap()
+                .clone()
+        }
+    };
+    let fired = wait_for("the offline alerts", 30, || async {
+        let a = alerts("active").await;
+        (a.len() == 2).then_some(a)
+    })
+    .await;
+    for a in &fired {
+        assert_eq!(a["asset_id"], id);
+        assert_eq!(a["data_source_id"], id);
+        assert_eq!(a["tag_name"], "online");
+        assert_eq!(a["value"], 0.0);
+    }
+    let (dev, code) = connect(options(channel.local_addr.unwrap(), id, id, pw)).await;
+    assert_eq!(code, ConnectReturnCode::Success);
+    wait_for("the offline alerts resolved", 30, || async {
+        let a = alerts("resolved").await;
+        (a.len() == 2 && alerts("active").await.is_empty()).then_some(())
+    })
+    .await;
+    drop(dev);
     channel.stop().await;
 }
 
