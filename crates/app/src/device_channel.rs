@@ -224,9 +224,16 @@ impl App {
             .map_err(AppError::missing("open command of this device"))
     }
 
-    /// Commands waiting for delivery (queued, within their time to live), oldest first.
-    pub async fn queued_commands(&self) -> AppResult<Vec<Command>> {
-        Ok(self.store().queued_commands(Timestamp::now(), 1000).await?)
+    /// Commands waiting for delivery to `device_ids` (queued, within their time to live),
+    /// oldest first. Only the devices a node can reach are asked for, so commands for devices
+    /// that are away never hold up the others'.
+    pub async fn queued_commands(&self, device_ids: &[String]) -> AppResult<Vec<Command>> {
+        let now = Timestamp::now();
+        let mut commands = Vec::new();
+        for chunk in device_ids.chunks(500) {
+            commands.extend(self.store().queued_commands_of(chunk, now).await?);
+        }
+        Ok(commands)
     }
 
     /// A command was handed to its device.

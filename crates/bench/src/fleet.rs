@@ -15,7 +15,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::harness::{Options, connect, pct, post_json, start_server_with, stop_child};
+use crate::harness::{
+    Options, backends, connect, drop_database, pct, post_json, start_server_with, stop_child,
+};
 use crate::sim::rss_mib;
 
 /// What one device connection sends and measures.
@@ -27,6 +29,10 @@ struct Shared {
     sent_at: Arc<Mutex<HashMap<String, Instant>>>,
     /// Round trips, microseconds.
     rtt_us: Arc<Mutex<Vec<u32>>>,
+    /// Publish to PUBACK of points and heartbeats, microseconds.
+    ack_us: Arc<Mutex<Vec<u32>>>,
+    /// plantd: the command's creation (the HTTP request alone), microseconds.
+    create_us: Arc<Mutex<Vec<u32>>>,
     connected: Arc<AtomicU64>,
 }
 
@@ -36,13 +42,16 @@ impl Shared {
             acked: Arc::default(),
             sent_at: Arc::default(),
             rtt_us: Arc::default(),
+            create_us: Arc::default(),
+            ack_us: Arc::default(),
             connected: Arc::default(),
         }
     }
 }
 
 enum Sent {
-    Point,
+    /// A point or heartbeat, with when it was published.
+    Point(Instant),
     /// A command's answer (one outstanding per device).
     Answer,
 }
@@ -78,10 +87,10 @@ async fn device(port: u16, id: String, password: Option<String>, shared: Shared,
                 let now = plantd_model::Timestamp::now().to_rfc3339();
                 let body = json!({"data": [{"tag_name": "flow", "value": n as f64, "timestamp": now}]});
                 if client.try_publish(&telemetry, QoS::AtLeastOnce, false, body.to_string()).is_ok() {
-                    pending.push_back(Sent::Point);
+                    pending.push_back(Sent::Point(Instant::now()));
                 }
                 if n.is_multiple_of(10) && client.try_publish(&heartbeat, QoS::AtLeastOnce, false, r#"{"cpu_percent": 5}"#).is_ok() {
-                    pending.push_back(Sent::Point);
+                    pending.push_back(Sent::Point(Instant::now()));
                 }
             }
             e = events.poll() => match e {
@@ -106,8 +115,9 @@ async fn device(port: u16, id: String, password: Option<String>, shared: Shared,
                     }
                 }
                 Ok(Event::Incoming(Packet::PubAck(ack))) => match pkids.remove(&ack.pkid) {
-                    Some(Sent::Point) => {
+                    Some(Sent::Point(at)) => {
                         shared.acked.fetch_add(1, Ordering::Relaxed);
+                        shared.ack_us.lock().unwrap().push(at.elapsed().as_micros() as u32);
                     }
                     Some(Sent::Answer) => {
                         if let Some(t0) = shared.sent_at.lock().unwrap().remove(&id) {
@@ -130,25 +140,36 @@ struct Row {
     acked_per_s: f64,
     offered_per_s: f64,
     rtt: Vec<u32>,
+    /// Publish to PUBACK of points, microseconds.
+    ack: Vec<u32>,
+    /// Commands sent in the measured time (each `rtt` entry is one answered).
+    commands: u64,
     rss_per_conn_kib: f64,
 }
 
 fn print(rows: &[Row]) {
     println!(
-        "| system | devices | connected | messages offered/s | acknowledged/s | command round trip p50 | p99 | commands | server memory per connection |"
+        "| system | devices | connected | messages offered/s | acknowledged/s | PUBACK p50 | p99 | command round trip p50 | p99 | commands answered / sent | server memory per connection |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for r in rows {
+        let system = match r.system {
+            "SQLite" | "PostgreSQL" => format!("plantd on {} (stored durably)", r.system),
+            other => other.to_string(),
+        };
         println!(
-            "| {} | {} | {} | {:.0} | {:.0} | {:.1} ms | {:.1} ms | {} | {:.1} KiB |",
-            r.system,
+            "| {} | {} | {} | {:.0} | {:.0} | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms | {} / {} | {:.1} KiB |",
+            system,
             r.devices,
             r.connected,
             r.offered_per_s,
             r.acked_per_s,
+            pct(&r.ack, 0.50),
+            pct(&r.ack, 0.99),
             pct(&r.rtt, 0.50),
             pct(&r.rtt, 0.99),
             r.rtt.len(),
+            r.commands,
             r.rss_per_conn_kib
         );
     }
@@ -171,7 +192,7 @@ where
     let devices = creds.len() as u64;
     let rss0 = rss_mib(pid)?;
     let settle = Duration::from_secs(60);
-    let stop = Instant::now() + settle + o.duration + Duration::from_secs(5);
+    let stop = Instant::now() + settle + o.duration + Duration::from_secs(10);
     let ids: Vec<String> = creds.iter().map(|c| c.0.clone()).collect();
     for (id, pw) in creds {
         tokio::spawn(device(port, id, pw, shared.clone(), stop));
@@ -185,6 +206,7 @@ where
     let connected = shared.connected.load(Ordering::Relaxed);
     let rss1 = rss_mib(pid)?;
     let a0 = shared.acked.load(Ordering::Relaxed);
+    shared.ack_us.lock().unwrap().clear();
     let t0 = Instant::now();
     let mut i = 0usize;
     while t0.elapsed() < o.duration {
@@ -196,9 +218,12 @@ where
     }
     let secs = t0.elapsed().as_secs_f64();
     let acked = shared.acked.load(Ordering::Relaxed) - a0;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Answers still on their way count (their round trip is as measured).
+    tokio::time::sleep(Duration::from_secs(5)).await;
     let mut rtt = shared.rtt_us.lock().unwrap().clone();
     rtt.sort_unstable();
+    let mut ack = shared.ack_us.lock().unwrap().clone();
+    ack.sort_unstable();
     Ok((
         Row {
             system: "",
@@ -207,6 +232,8 @@ where
             acked_per_s: acked as f64 / secs,
             offered_per_s: connected as f64 * 1.1,
             rtt,
+            ack,
+            commands: i as u64,
             rss_per_conn_kib: (rss1 - rss0) * 1024.0 / connected.max(1) as f64,
         },
         shared,
@@ -221,63 +248,11 @@ pub(crate) async fn run(o: &Options) -> Result<()> {
     );
     let mut rows = Vec::new();
 
-    // plantd with its embedded broker (SQLite, durable acknowledgements).
-    let port = free_port()?;
-    let listen = format!("127.0.0.1:{port}");
-    let (server, key) = start_server_with(o, None, &["--mqtt-listen", &listen])?;
-    let mut http = connect(&server.addr).await?;
-    let mut creds = Vec::with_capacity(n);
-    let started = Instant::now();
-    for i in 0..n {
-        let d = post_json(
-            &mut http,
-            &server.addr,
-            "/v1/fleet/devices",
-            &key,
-            &json!({"name": format!("bench {i}"), "serial_number": format!("B-{i}")}),
-            201,
-        )
-        .await?;
-        creds.push((
-            d["data"]["id"].as_str().context("id")?.to_string(),
-            Some(
-                d["data"]["mqtt"]["password"]
-                    .as_str()
-                    .context("password")?
-                    .to_string(),
-            ),
-        ));
+    // plantd with its embedded broker (durable acknowledgements), on each backend.
+    for (backend, url) in backends(o) {
+        rows.push(plantd_row(o, n, backend, url.as_deref()).await?);
+        drop_database(url.as_deref(), o.postgres_url.as_deref());
     }
-    println!(
-        "registered {n} devices in {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
-    let (addr, key2) = (server.addr.clone(), key.clone());
-    let (mut row, _) = drive(o, port, creds, server.child.id(), |id, shared| {
-        let (addr, key) = (addr.clone(), key2.clone());
-        async move {
-            let mut http = connect(&addr).await?;
-            shared
-                .sent_at
-                .lock()
-                .unwrap()
-                .insert(id.clone(), Instant::now());
-            post_json(
-                &mut http,
-                &addr,
-                &format!("/v1/fleet/devices/{id}/command"),
-                &key,
-                &json!({"command": "ping"}),
-                201,
-            )
-            .await?;
-            Ok(())
-        }
-    })
-    .await?;
-    row.system = "plantd (embedded broker, stored durably)";
-    rows.push(row);
-    drop(server);
 
     // Mosquitto alone: the same devices and messages; a controller client sends the commands.
     let mosquitto =
@@ -304,7 +279,7 @@ pub(crate) async fn run(o: &Options) -> Result<()> {
         async move { controller.send(&id, &shared).await }
     })
     .await?;
-    row.system = "Mosquitto 2 (acknowledged on receipt)";
+    row.system = "Mosquitto 2 alone (acknowledged on receipt)";
     rows.push(row);
     stop_child(&mut child, &dir);
     print(&rows);
@@ -312,6 +287,77 @@ pub(crate) async fn run(o: &Options) -> Result<()> {
         bail!("not every device connected");
     }
     Ok(())
+}
+
+/// plantd's row on one backend: registers the devices over HTTP, then drives them.
+async fn plantd_row(
+    o: &Options,
+    n: usize,
+    backend: &'static str,
+    url: Option<&str>,
+) -> Result<Row> {
+    let port = free_port()?;
+    let listen = format!("127.0.0.1:{port}");
+    let (server, key) = start_server_with(o, url, &["--mqtt-listen", &listen])?;
+    let mut http = connect(&server.addr).await?;
+    let mut creds = Vec::with_capacity(n);
+    let started = Instant::now();
+    for i in 0..n {
+        let d = post_json(
+            &mut http,
+            &server.addr,
+            "/v1/fleet/devices",
+            &key,
+            &json!({"name": format!("bench {i}"), "serial_number": format!("B-{i}")}),
+            201,
+        )
+        .await?;
+        creds.push((
+            d["data"]["id"].as_str().context("id")?.to_string(),
+            Some(
+                d["data"]["mqtt"]["password"]
+                    .as_str()
+                    .context("password")?
+                    .to_string(),
+            ),
+        ));
+    }
+    println!(
+        "{backend}: registered {n} devices in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let (addr, key2) = (server.addr.clone(), key.clone());
+    let (mut row, shared) = drive(o, port, creds, server.child.id(), |id, shared| {
+        let (addr, key) = (addr.clone(), key2.clone());
+        async move {
+            let mut http = connect(&addr).await?;
+            let t0 = Instant::now();
+            shared.sent_at.lock().unwrap().insert(id.clone(), t0);
+            post_json(
+                &mut http,
+                &addr,
+                &format!("/v1/fleet/devices/{id}/command"),
+                &key,
+                &json!({"command": "ping"}),
+                201,
+            )
+            .await?;
+            let took = t0.elapsed().as_micros() as u32;
+            shared.create_us.lock().unwrap().push(took);
+            Ok(())
+        }
+    })
+    .await?;
+    let mut create = shared.create_us.lock().unwrap().clone();
+    create.sort_unstable();
+    println!(
+        "{backend}: creating a command (POST /v1/fleet/devices/{{id}}/command) p50 {:.1} ms, p99 {:.1} ms",
+        pct(&create, 0.50),
+        pct(&create, 0.99)
+    );
+    row.system = backend;
+    drop(server);
+    Ok(row)
 }
 
 /// The Mosquitto row's stand-in for plantd: publishes commands, takes the answers.

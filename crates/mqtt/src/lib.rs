@@ -137,42 +137,51 @@ async fn deliver(
     let mut ticks: u64 = 0;
     loop {
         tokio::select! {
-            Some(_) = subscribed.recv() => {}
+            // A device subscribed, or a command was created for it on this node: its commands.
+            Some(device_id) = subscribed.recv() => {
+                send_queued(&app, &router, vec![device_id]).await;
+            }
             event = events.recv() => match event {
-                Ok(Event::CommandQueued { .. }) => {}
+                Ok(Event::CommandQueued { device_id }) => {
+                    send_queued(&app, &router, vec![device_id]).await;
+                }
                 Ok(Event::DeviceChanged { device_id }) => {
                     disconnect_gone(&app, &router, &sessions, vec![device_id]).await;
-                    continue;
                 }
-                Ok(_) => continue,
-                Err(broadcast::error::RecvError::Lagged(_)) => {}
+                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
                 Err(broadcast::error::RecvError::Closed) => return,
             },
+            // Commands created on other nodes (or missed while the event stream lagged):
+            // those of every device subscribed here.
             _ = tick.tick() => {
                 ticks += 1;
-                // Deletions on this node disconnect at once (DeviceChanged); other nodes'
-                // within GONE_CHECK.
-                if !ticks.is_multiple_of(GONE_CHECK.as_secs() / POLL.as_secs()) {
-                    send_queued(&app, &router).await;
-                    continue;
-                }
-                let mut connected = Vec::new();
+                let mut here = Vec::new();
                 for id in sessions.ids() {
-                    if router.is_connected(&id).await {
-                        connected.push(id);
+                    if router.has_subscription(&id, &DeviceTopics::of(&id).commands).await {
+                        here.push(id);
                     }
                 }
-                disconnect_gone(&app, &router, &sessions, connected).await;
+                send_queued(&app, &router, here).await;
+                // Deletions on this node disconnect at once (DeviceChanged); other nodes'
+                // within GONE_CHECK.
+                if ticks.is_multiple_of(GONE_CHECK.as_secs() / POLL.as_secs()) {
+                    let mut connected = Vec::new();
+                    for id in sessions.ids() {
+                        if router.is_connected(&id).await {
+                            connected.push(id);
+                        }
+                    }
+                    disconnect_gone(&app, &router, &sessions, connected).await;
+                }
             }
         }
-        send_queued(&app, &router).await;
     }
 }
 
-/// Publishes every queued command whose device is connected here and subscribed to its
-/// command topic, and marks it sent.
-async fn send_queued(app: &App, router: &MessageRouter) {
-    let commands = match app.queued_commands().await {
+/// Publishes every queued command of `device_ids` whose device is connected here and
+/// subscribed to its command topic, and marks it sent.
+async fn send_queued(app: &App, router: &MessageRouter, device_ids: Vec<String>) {
+    let commands = match app.queued_commands(&device_ids).await {
         Ok(c) => c,
         Err(e) => {
             tracing::warn!(error = %plantd_model::error_chain(&e), "could not read queued device commands");

@@ -156,16 +156,26 @@ impl Store {
         Ok((commands, total as u64))
     }
 
-    /// Commands still to deliver (queued, not expired), oldest first, of any device.
-    pub async fn queued_commands(&self, now: Timestamp, limit: i64) -> Result<Vec<Command>> {
-        let rows = sqlx::query(
-            "SELECT * FROM device_commands WHERE status = 'queued' AND expires_at > $1 \
-             ORDER BY created_at, id LIMIT $2",
-        )
-        .bind(now.millis())
-        .bind(limit)
-        .fetch_all(self.pool())
-        .await?;
+    /// Commands still to deliver (queued, not expired) of `device_ids`, oldest first.
+    pub async fn queued_commands_of(
+        &self,
+        device_ids: &[String],
+        now: Timestamp,
+    ) -> Result<Vec<Command>> {
+        if device_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let list: Vec<String> = (2..device_ids.len() + 2).map(|i| format!("${i}")).collect();
+        let sql = format!(
+            "SELECT * FROM device_commands WHERE device_id IN ({}) AND status = 'queued' \
+             AND expires_at > $1 ORDER BY created_at, id",
+            list.join(", ")
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now.millis());
+        for id in device_ids {
+            q = q.bind(id.clone());
+        }
+        let rows = q.fetch_all(self.pool()).await?;
         rows.iter().map(command_from_row).collect()
     }
 
