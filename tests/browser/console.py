@@ -230,6 +230,16 @@ def run(d):
     wait(d, lambda: "reboot" in d.execute_script(commands))
     assert "queued" in d.execute_script(commands)
     shot(d, "device")
+    # An alert rule watching the group: its devices going offline.
+    d.get(BASE + "/alert-rules")
+    d.find_element(By.ID, "new-name").send_keys("Line 1 gateway offline")
+    Select(d.find_element(By.ID, "new-ds")).select_by_visible_text("Line 1")
+    d.find_element(By.ID, "new-tag").send_keys("online")
+    Select(d.find_element(By.ID, "new-op")).select_by_value("lt")
+    d.find_element(By.ID, "new-value").send_keys("1")
+    d.find_element(By.CSS_SELECTOR, "form.rule-form[data-method=POST] button[type=submit]").click()
+    wait(d, lambda: any("Line 1 gateway offline" in r.text and "Line 1 / every asset" in r.text
+                        for r in d.find_elements(By.CSS_SELECTOR, "table.list tbody tr")))
     ok("fleet_pages")
 
     errors = [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
