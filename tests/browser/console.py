@@ -238,8 +238,10 @@ def run(d):
     Select(d.find_element(By.ID, "new-op")).select_by_value("lt")
     d.find_element(By.ID, "new-value").send_keys("1")
     d.find_element(By.CSS_SELECTOR, "form.rule-form[data-method=POST] button[type=submit]").click()
-    wait(d, lambda: any("Line 1 gateway offline" in r.text and "Line 1 / every asset" in r.text
-                        for r in d.find_elements(By.CSS_SELECTOR, "table.list tbody tr")))
+    # Read in one script: the page reloads after the answer, so elements go stale.
+    wait(d, lambda: d.execute_script(
+        "return Array.from(document.querySelectorAll('table.list tbody tr')).some(r =>"
+        " r.textContent.includes('Line 1 gateway offline') && r.textContent.includes('Line 1 / every asset'))"))
     ok("fleet_pages")
 
     errors = [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
