@@ -40,6 +40,20 @@ impl Reply {
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
+    /// The `id` of the record in `data` (a created resource's).
+    pub fn id(&self) -> String {
+        self.json["data"]["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no data.id in {}", self.text))
+            .to_string()
+    }
+    /// The items of a list answer's `data`.
+    pub fn items(&self) -> Vec<Value> {
+        self.json["data"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no data list in {}", self.text))
+            .clone()
+    }
     /// The error code of an error envelope.
     pub fn code(&self) -> &str {
         self.json["error"]["code"].as_str().unwrap_or_default()

@@ -14,20 +14,14 @@ async fn source(app: &TestApp) -> String {
     )
     .await
     .expect(201)
-    .json["data"]["id"]
-        .as_str()
-        .unwrap()
-        .to_string()
+    .id()
 }
 
 async fn rule(app: &TestApp, body: Value) -> String {
     app.post("/alert-rules", &app.admin_key, body)
         .await
         .expect(201)
-        .json["data"]["id"]
-        .as_str()
-        .unwrap()
-        .to_string()
+        .id()
 }
 
 /// Ingests (seconds after `t0`, value) points of Pump_01/Vibration_X from `ds`.
@@ -65,10 +59,7 @@ async fn alerts(app: &TestApp, query: &str) -> Vec<Value> {
     app.get(&format!("/alerts?{query}"), &app.admin_key)
         .await
         .expect(200)
-        .json["data"]
-        .as_array()
-        .unwrap()
-        .clone()
+        .items()
 }
 
 fn t0() -> i64 {
@@ -388,7 +379,7 @@ async fn webhooks_are_signed_retried_and_logged() {
         .await
         .expect(201);
     assert_eq!(hook.json["data"]["secret"], secret);
-    let hook_id = hook.json["data"]["id"].as_str().unwrap().to_string();
+    let hook_id = hook.id();
     let listed = app.get("/webhooks", k).await.expect(200);
     assert!(
         listed.json["data"][0].get("secret").is_none(),
@@ -911,8 +902,5 @@ async fn source_of(app: &TestApp, key: &str) -> String {
     )
     .await
     .expect(201)
-    .json["data"]["id"]
-        .as_str()
-        .unwrap()
-        .to_string()
+    .id()
 }

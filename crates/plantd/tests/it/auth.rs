@@ -112,7 +112,7 @@ async fn keys_are_created_once_listed_without_secret_revoked_and_rotated() {
         .await
         .expect(201);
     let secret = created.json["data"]["key"].as_str().unwrap().to_string();
-    let id = created.json["data"]["id"].as_str().unwrap().to_string();
+    let id = created.id();
     assert!(secret.starts_with("pdk_") && secret.len() > 40);
     assert_eq!(
         created.json["data"]["scopes"],

@@ -91,7 +91,7 @@ async fn create_source(app: &TestApp, body: Value) -> String {
         )
         .await
         .expect(201);
-    r.json["data"]["id"].as_str().unwrap().to_string()
+    r.id()
 }
 
 async fn source(app: &TestApp, id: &str) -> Value {
@@ -720,7 +720,7 @@ async fn connector_points_obey_the_tier_limits() {
         )
         .await
         .expect(201);
-    let id = created.json["data"]["id"].as_str().unwrap().to_string();
+    let id = created.id();
     let s = wait_for("the limit to be named", 60, || async {
         let s = app
             .call(

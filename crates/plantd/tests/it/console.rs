@@ -153,10 +153,7 @@ async fn every_page_renders_what_the_organization_has() {
         .post("/data-sources", k, json!({"name": "Line 1 PLC", "type": "modbus", "enabled": false, "config": {"host": "plc.invalid"}}))
         .await
         .expect(201)
-        .json["data"]["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .id();
     app.post("/alert-rules", k, json!({"name": "Vibration <high>", "severity": "critical", "data_source_id": ds,
         "condition": {"tag_name": "Vibration_X", "operator": "gt", "value": 5.0, "duration_seconds": 0}}))
         .await
@@ -174,10 +171,7 @@ async fn every_page_renders_what_the_organization_has() {
         .post("/dashboards", k, json!({"name": "Pump station"}))
         .await
         .expect(201)
-        .json["data"]["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .id();
     let product = app
         .post("/products", k, json!({"name": "Edge Gateway", "sku": "HUB-PRO", "price": 499, "license_type": "subscription"}))
         .await
@@ -281,10 +275,7 @@ async fn every_page_renders_what_the_organization_has() {
         .post("/dashboards", &other, json!({"name": "Theirs"}))
         .await
         .expect(201)
-        .json["data"]["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .id();
     let (status, html, _) = page(&app, &cookie, &format!("/dashboards/{theirs}")).await;
     assert_eq!(status, 404);
     assert!(!html.contains("Theirs"));

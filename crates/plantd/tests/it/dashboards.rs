@@ -30,7 +30,7 @@ async fn crud_duplicate_export_and_import() {
         .post("/data-sources", k, json!({"name": "PLC", "type": "modbus", "enabled": false, "config": {"host": "plc.invalid"}}))
         .await
         .expect(201);
-    let ds_id = ds.json["data"]["id"].as_str().unwrap().to_string();
+    let ds_id = ds.id();
     let created = app
         .post(
             "/dashboards",
@@ -223,10 +223,7 @@ async fn scopes_and_tenancy() {
         .post("/dashboards", k, json!({"name": "Motor"}))
         .await
         .expect(201)
-        .json["data"]["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .id();
     let reader = app.key(&[Scope::ReadAssets]).await;
     app.get(&format!("/dashboards/{id}"), &reader)
         .await
@@ -274,10 +271,7 @@ async fn scopes_and_tenancy() {
         .post("/data-sources", &other, json!({"name": "Theirs", "type": "modbus", "enabled": false, "config": {"host": "plc.invalid"}}))
         .await
         .expect(201)
-        .json["data"]["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .id();
     let r = app
         .put(
             &format!("/dashboards/{id}"),

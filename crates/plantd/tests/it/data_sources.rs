@@ -43,7 +43,7 @@ async fn crud_with_derived_endpoints_and_conflicts() {
     assert!(!opc.text.contains("s3cret"), "passwords are write-only");
     assert_eq!(opc.json["data"]["config"]["password_set"], true);
     assert_eq!(opc.json["data"]["config"]["security_mode"], "None");
-    let opc_id = opc.json["data"]["id"].as_str().unwrap().to_string();
+    let opc_id = opc.id();
     // A PUT that sends back what GET showed keeps the password.
     let mut config = opc.json["data"]["config"].clone();
     config["root_node"] = json!("ns=2;s=Simulation");

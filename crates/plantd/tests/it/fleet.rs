@@ -1054,10 +1054,7 @@ async fn status_changes_reach_the_stream_and_webhooks() {
         .post("/fleet/groups", &k, json!({"name": "Line 1"}))
         .await
         .expect(201)
-        .json["data"]["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .id();
     let d = register(&app, &k, "EV-1", json!({"group_ids": [group]})).await;
     let (id, pw) = (
         d["id"].as_str().unwrap(),
@@ -1113,10 +1110,7 @@ async fn status_changes_reach_the_stream_and_webhooks() {
             app.get(&format!("/alerts?status={status}"), k)
                 .await
                 .expect(200)
-                .json["data"]
-                .as_array()
-                .unwrap()
-                .clone()
+                .items()
         }
     };
     let fired = wait_for("the offline alerts", 30, || async {

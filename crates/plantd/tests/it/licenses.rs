@@ -198,10 +198,7 @@ async fn activation_validation_and_deactivation() {
         .post("/webhooks", k, json!({"url": "http://127.0.0.1:9/hook", "events": ["license.created", "license.activated", "license.deactivated"]}))
         .await
         .expect(201)
-        .json["data"]["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .id();
     let p = product(&app, k, "HUB", "subscription").await;
     // Create validation: a subscription needs its term; a perpetual one must not have one.
     let bad = app

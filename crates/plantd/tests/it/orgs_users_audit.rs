@@ -56,7 +56,7 @@ async fn organization_and_members() {
     assert_eq!(invited.json["data"]["email"], "eve@example.com");
     assert_eq!(invited.json["data"]["status"], "invited");
     assert_eq!(invited.json["data"]["role"], "admin");
-    let eve = invited.json["data"]["id"].as_str().unwrap().to_string();
+    let eve = invited.id();
     assert_eq!(
         app.post(
             "/organizations/current/members/invite",
@@ -202,7 +202,7 @@ async fn every_mutation_is_audited_and_searchable() {
         )
         .await
         .expect(201);
-    let ds_id = ds.json["data"]["id"].as_str().unwrap().to_string();
+    let ds_id = ds.id();
     app.post("/data-sources", k, json!({"name": ""}))
         .await
         .expect(400);

@@ -34,7 +34,7 @@ async fn a_removed_members_api_keys_stop_working() {
         .await
         .expect(201);
     let key = created.json["data"]["key"].as_str().unwrap().to_string();
-    let key_id = created.json["data"]["id"].as_str().unwrap().to_string();
+    let key_id = created.id();
     app.get("/api-keys", &key).await.expect(200);
     let node = app.another_node().await;
     node.get("/api-keys", &key).await.expect(200);

@@ -25,7 +25,7 @@ async fn subscribers_receive_matching_points_as_they_are_ingested() {
         )
         .await
         .expect(201);
-    let ds_id = ds.json["data"]["id"].as_str().unwrap().to_string();
+    let ds_id = ds.id();
     let mut ws = app.open_stream(k).await;
     send(&mut ws, json!({"type": "ping"})).await;
     assert_eq!(next(&mut ws).await, json!({"type": "pong"}));

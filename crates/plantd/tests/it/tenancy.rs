@@ -19,7 +19,7 @@ async fn organizations_are_invisible_to_each_other() {
         )
         .await
         .expect(201);
-    let ds_id = ds.json["data"]["id"].as_str().unwrap().to_string();
+    let ds_id = ds.id();
     let key = app
         .post(
             "/api-keys",
@@ -28,7 +28,7 @@ async fn organizations_are_invisible_to_each_other() {
         )
         .await
         .expect(201);
-    let key_id = key.json["data"]["id"].as_str().unwrap().to_string();
+    let key_id = key.id();
     let invited = app
         .post(
             "/organizations/current/members/invite",
@@ -37,7 +37,7 @@ async fn organizations_are_invisible_to_each_other() {
         )
         .await
         .expect(201);
-    let member_id = invited.json["data"]["id"].as_str().unwrap().to_string();
+    let member_id = invited.id();
     let b_logs = app.get("/audit/logs", &b).await.expect(200);
     let audit_id = b_logs.json["data"][0]["id"].as_str().unwrap().to_string();
 
