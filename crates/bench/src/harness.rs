@@ -171,7 +171,12 @@ pub(crate) fn start_server_with(
         .args(["serve", "--listen", "127.0.0.1:0"])
         .args(extra)
         .args(&storage)
-        .env("PLANTD_LOG", "warn,sqlx::query=error,opcua_client=off")
+        // PLANTD_BENCH_LOG: the server's log filter, to see what it does during a run.
+        .env(
+            "PLANTD_LOG",
+            std::env::var("PLANTD_BENCH_LOG")
+                .unwrap_or_else(|_| "warn,sqlx::query=error,opcua_client=off".into()),
+        )
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()?;

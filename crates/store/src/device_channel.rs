@@ -248,7 +248,9 @@ impl Store {
         Ok(done.rows_affected())
     }
 
-    /// Stores a device's heartbeat (its figures, and its firmware version when it says one).
+    /// Stores a device's heartbeat (its figures, and its firmware version when it says one),
+    /// durably, together with the heartbeats of other devices arriving at the same time
+    /// (`heartbeat_writer.rs`); `NotFound` when the device is gone.
     pub async fn record_heartbeat(
         &self,
         org_id: &str,
@@ -257,16 +259,20 @@ impl Store {
         firmware_version: Option<&str>,
         now: Timestamp,
     ) -> Result<()> {
-        let q = sqlx::query(
-            "UPDATE devices SET heartbeat = $1, heartbeat_at = $2, \
-             firmware_version = COALESCE($3, firmware_version) WHERE org_id = $4 AND id = $5",
+        let queue = self
+            .heartbeat_writer
+            .get_or_init(|| crate::heartbeat_writer::spawn(self.db.clone()));
+        crate::heartbeat_writer::write(
+            queue,
+            crate::heartbeat_writer::Heartbeat {
+                org_id: org_id.to_string(),
+                device_id: device_id.to_string(),
+                figures: heartbeat.to_string(),
+                firmware_version: firmware_version.map(str::to_string),
+                at: now,
+            },
         )
-        .bind(heartbeat.to_string())
-        .bind(now.millis())
-        .bind(firmware_version)
-        .bind(org_id)
-        .bind(device_id);
-        self.write_one(q).await
+        .await
     }
 
     /// Records when devices were last seen (`(org_id, device_id, at)`), in one transaction;

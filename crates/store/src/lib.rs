@@ -16,6 +16,7 @@ mod database;
 mod device_channel;
 mod devices;
 mod error;
+mod heartbeat_writer;
 mod identity;
 mod lease;
 mod licenses;

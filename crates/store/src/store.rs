@@ -20,6 +20,8 @@ pub struct Store {
     pub(crate) data_source_cache: Arc<DataSourceCache>,
     /// The audit writer's queue, started with the first record.
     pub(crate) audit_writer: Arc<std::sync::OnceLock<AuditQueue>>,
+    /// The heartbeat writer's queue, started with the first heartbeat.
+    pub(crate) heartbeat_writer: Arc<std::sync::OnceLock<crate::heartbeat_writer::HeartbeatQueue>>,
     /// The PostgreSQL URL, for change listeners and leases.
     pub(crate) postgres_url: Option<Arc<str>>,
 }
@@ -77,6 +79,7 @@ impl Store {
             db: Database::new(pool, writer, backend),
             data_source_cache: cache,
             audit_writer: Default::default(),
+            heartbeat_writer: Default::default(),
             postgres_url: (backend == Backend::Postgres).then(|| url.into()),
         })
     }

@@ -218,13 +218,7 @@ async fn flush_once_sqlite(shared: &Shared) -> Result<Option<i64>> {
         while end < rows.len() {
             let s = rows[end].0.0;
             if last != Some(s) {
-                if series
-                    == std::env::var("PLANTD_EXP_SLICE_SERIES")
-                        .ok()
-                        .and_then(|v| v.parse().ok())
-                        .unwrap_or(SLICE_SERIES)
-                    || (end - start >= SLICE_POINTS && series > 0)
-                {
+                if series == SLICE_SERIES || (end - start >= SLICE_POINTS && series > 0) {
                     break;
                 }
                 series += 1;
