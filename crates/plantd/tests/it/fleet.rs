@@ -1139,3 +1139,56 @@ async fn status_changes_reach_the_stream_and_webhooks() {
 fn chrono_now() -> String {
     plantd_model::Timestamp::now().to_string()
 }
+
+/// Commands waiting for a device that is away never hold up another device's: with more
+/// queued for an absent device than a delivery pass used to read, a connected device still
+/// gets its command at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_for_a_device_away_do_not_hold_up_others() {
+    let app = spawn_app().await;
+    let k = app.admin_key.clone();
+    let channel = app.start_mqtt().await;
+    let away = register(&app, &k, "AWAY-1", json!({})).await;
+    let here = register(&app, &k, "HERE-1", json!({})).await;
+    let away_id = away["id"].as_str().unwrap();
+    for i in 0..1001 {
+        app.app
+            .send_command(
+                &app.org_id,
+                away_id,
+                plantd_app::fleet::NewCommand {
+                    command: format!("wait-{i}"),
+                    params: None,
+                    ttl_seconds: None,
+                },
+            )
+            .await
+            .unwrap();
+    }
+    let (id, pw) = (
+        here["id"].as_str().unwrap(),
+        here["mqtt"]["password"].as_str().unwrap(),
+    );
+    let (mut dev, code) = connect(options(channel.local_addr.unwrap(), id, id, pw)).await;
+    assert_eq!(code, ConnectReturnCode::Success);
+    dev.client
+        .subscribe(format!("plantd/devices/{id}/commands"), QoS::AtLeastOnce)
+        .await
+        .unwrap();
+    let sent = app
+        .post(
+            &format!("/fleet/devices/{id}/command"),
+            &k,
+            json!({"command": "ping"}),
+        )
+        .await
+        .expect(201)
+        .id();
+    let got = next_publish(&mut dev, 10)
+        .await
+        .expect("the command within 10 s");
+    let command: Value = serde_json::from_slice(&got.payload).unwrap();
+    assert_eq!(command["id"], sent.as_str());
+    assert_eq!(command["command"], "ping");
+    channel.stop().await;
+}
