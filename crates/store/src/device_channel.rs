@@ -165,11 +165,10 @@ impl Store {
         if device_ids.is_empty() {
             return Ok(Vec::new());
         }
-        let list: Vec<String> = (2..device_ids.len() + 2).map(|i| format!("${i}")).collect();
         let sql = format!(
-            "SELECT * FROM device_commands WHERE device_id IN ({}) AND status = 'queued' \
+            "SELECT * FROM device_commands WHERE device_id IN {} AND status = 'queued' \
              AND expires_at > $1 ORDER BY created_at, id",
-            list.join(", ")
+            crate::devices::placeholders(2, device_ids.len())
         );
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now.millis());
         for id in device_ids {

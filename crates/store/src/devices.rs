@@ -139,7 +139,7 @@ fn token_from_row(row: &AnyRow) -> Result<EnrollmentToken> {
 }
 
 /// `($1, $2, ...)` from `first` for `n` values.
-fn placeholders(first: usize, n: usize) -> String {
+pub(crate) fn placeholders(first: usize, n: usize) -> String {
     let list: Vec<String> = (first..first + n).map(|i| format!("${i}")).collect();
     format!("({})", list.join(", "))
 }
