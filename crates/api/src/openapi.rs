@@ -148,6 +148,9 @@ fn complete(op: &mut Map<String, Value>, r: &Route) {
         Access::AnyKey => "any valid API key".to_string(),
         Access::Scope(s) => s.to_string(),
         Access::ScopeOrProof(s) => format!("{s} (or no API key and a proof in the body)"),
+        Access::ScopeOrDevice(s) => {
+            format!("{s} (or the device's own password as its bearer token)")
+        }
     };
     op.insert("x-required-scope".into(), Value::String(scope.clone()));
     let desc = op
@@ -178,7 +181,10 @@ fn complete(op: &mut Map<String, Value>, r: &Route) {
     let wanted = |status: &str| match status {
         "400" => takes_input,
         "401" => r.policy.access != Access::Public,
-        "403" => matches!(r.policy.access, Access::Scope(_) | Access::ScopeOrProof(_)),
+        "403" => matches!(
+            r.policy.access,
+            Access::Scope(_) | Access::ScopeOrProof(_) | Access::ScopeOrDevice(_)
+        ),
         "404" => has_id,
         // Only where the handler declares it.
         "409" => false,

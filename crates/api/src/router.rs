@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use plantd_app::App;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use tower_http::compression::Predicate as _;
 
 use crate::error::ApiError;
 use crate::pipeline::{Door, anonymous_admit, pipeline, set_rate_headers};
@@ -50,7 +51,17 @@ pub fn build(app: App) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         // gzip for clients that ask (browsers do): pages, scripts and series shrink about 3x.
-        .layer(tower_http::compression::CompressionLayer::new())
+        // Never binary files (OTA packages): a range must be bytes of the file, and gzip would
+        // drop Accept-Ranges.
+        .layer(
+            tower_http::compression::CompressionLayer::new().compress_when(
+                tower_http::compression::predicate::DefaultPredicate::new().and(
+                    tower_http::compression::predicate::NotForContentType::const_new(
+                        "application/octet-stream",
+                    ),
+                ),
+            ),
+        )
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(
             |_: Box<dyn std::any::Any + Send>| {
                 ApiError::internal("a request handler panicked").into_response()

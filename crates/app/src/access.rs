@@ -29,6 +29,9 @@ pub enum Access {
     /// A credential holding this scope, or none at all: the call then carries its own proof,
     /// which the use case checks (a device registering with an enrollment token).
     ScopeOrProof(Scope),
+    /// A credential holding this scope, or a device's own password as its bearer token (an
+    /// OTA package download). Device credentials are refused on every other operation.
+    ScopeOrDevice(Scope),
 }
 
 /// An endpoint limit (SPEC 8.5), counted per credential.
@@ -70,6 +73,10 @@ impl Policy {
     /// A credential with `scope`, or none and a proof in the call that the use case checks.
     pub const fn scope_or_proof(scope: Scope, event: AuditEvent) -> Self {
         Self::new(Access::ScopeOrProof(scope), event)
+    }
+
+    pub const fn scope_or_device(scope: Scope, event: AuditEvent) -> Self {
+        Self::new(Access::ScopeOrDevice(scope), event)
     }
 
     /// A credential holding `scope` (or `admin`).
@@ -183,8 +190,17 @@ impl App {
                 scope,
             } => (state, Some(rate_limited(&scope, retry_after))),
         };
+        let device = matches!(caller.credential, Credential::Device { .. });
+        if refusal.is_none() && device && !matches!(policy.access, Access::ScopeOrDevice(_)) {
+            refusal = Some(AppError::Unauthenticated(
+                "a device's credentials are accepted only to download OTA packages and their public key".into(),
+            ));
+        }
         if refusal.is_none()
-            && let Access::Scope(required) | Access::ScopeOrProof(required) = policy.access
+            && !device
+            && let Access::Scope(required)
+            | Access::ScopeOrProof(required)
+            | Access::ScopeOrDevice(required) = policy.access
             && !allows(&caller.scopes, required)
         {
             refusal = Some(AppError::MissingScope {
@@ -238,6 +254,9 @@ impl App {
             }
             Presented::Bearer(token) if token.starts_with(plantd_auth::SESSION_PREFIX) => {
                 self.session_caller(&token, false, now).await
+            }
+            Presented::Bearer(token) if token.starts_with(plantd_auth::DEVICE_PASSWORD_PREFIX) => {
+                self.device_bearer_caller(&token).await
             }
             Presented::Bearer(token) => self.authenticate(&token, now).await,
         }

@@ -49,6 +49,8 @@ struct Inner {
     passwords: PasswordWork,
     /// When devices were last heard from on this node, written by the fleet worker.
     seen_devices: SeenDevices,
+    /// Wakes the OTA deployment engine.
+    ota_wake: tokio::sync::Notify,
     started_at: Timestamp,
 }
 
@@ -71,6 +73,7 @@ impl App {
                 alerts: AlertEngine::default(),
                 passwords: PasswordWork::new(password_threads),
                 seen_devices: SeenDevices::default(),
+                ota_wake: tokio::sync::Notify::new(),
                 started_at: Timestamp::now(),
             }),
         }
@@ -144,6 +147,10 @@ impl App {
 
     pub(crate) fn alert_engine(&self) -> &AlertEngine {
         &self.inner.alerts
+    }
+
+    pub(crate) fn ota_wake(&self) -> &tokio::sync::Notify {
+        &self.inner.ota_wake
     }
 
     pub(crate) fn seen_devices(&self) -> &SeenDevices {

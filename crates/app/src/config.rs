@@ -40,6 +40,9 @@ pub struct AppConfig {
     pub metrics_token: Option<String>,
     /// A device without a heartbeat or message for this long turns `offline` (default 180 s).
     pub device_offline_after: Duration,
+    /// Where OTA package files live (content-addressed by SHA-256); nodes of one deployment
+    /// share it (docs/api.md, "OTA").
+    pub ota_dir: std::path::PathBuf,
 }
 
 impl AppConfig {
@@ -75,6 +78,7 @@ impl Default for AppConfig {
             password_checks_at_once: std::thread::available_parallelism().map_or(2, |n| n.get()),
             metrics_token: None,
             device_offline_after: Duration::from_secs(180),
+            ota_dir: std::env::temp_dir().join("plantd-ota"),
         }
     }
 }

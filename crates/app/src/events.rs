@@ -34,8 +34,15 @@ pub enum Event {
     /// A device was changed or deleted: a door holding its connection reads it again (a
     /// deleted device is disconnected).
     DeviceChanged { device_id: String },
-    /// A command was queued for a device: the door holding its connection delivers it.
-    CommandQueued { device_id: String },
+    /// Commands were queued for devices: the door holding their connections delivers them.
+    CommandQueued { device_ids: Vec<String> },
+    /// An OTA deployment changed (created, a phase started, paused, completed, failed,
+    /// cancelled, rolled back).
+    Ota {
+        org_id: Arc<str>,
+        event: EventType,
+        deployment: Arc<plantd_model::ota::Deployment>,
+    },
 }
 
 #[derive(Clone)]

@@ -452,7 +452,7 @@ impl App {
             .await
             .map_err(AppError::missing("device"))?;
         self.events().publish(Event::CommandQueued {
-            device_id: device_id.to_string(),
+            device_ids: vec![device_id.to_string()],
         });
         Ok(command)
     }

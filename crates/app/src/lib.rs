@@ -33,6 +33,8 @@ pub mod oauth_apps;
 mod oauth_error;
 pub mod operator;
 pub mod orgs;
+pub mod ota;
+pub mod ota_packages;
 pub mod overview;
 mod password_work;
 pub mod products;

@@ -216,7 +216,7 @@ fn sign(
 
 impl App {
     /// The organization's signer, made and stored on first use.
-    async fn license_signer(&self, org_id: &str) -> AppResult<LicenseSigner> {
+    pub(crate) async fn license_signer(&self, org_id: &str) -> AppResult<LicenseSigner> {
         let (seed, _) = match self.store().license_signing_key(org_id).await? {
             Some(k) => k,
             None => {

@@ -33,6 +33,7 @@ impl App {
             tokio::spawn(retention_worker(self.clone(), stopped.clone())),
             tokio::spawn(crate::connectors::supervise(self.clone(), stopped.clone())),
             tokio::spawn(crate::device_channel::run(self.clone(), stopped.clone())),
+            tokio::spawn(crate::ota::run(self.clone(), stopped.clone())),
             tokio::spawn(crate::deliveries::run(self.clone(), stopped)),
         ];
         Workers {

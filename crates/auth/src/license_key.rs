@@ -89,6 +89,12 @@ impl LicenseSigner {
         self.key.verifying_key().to_bytes()
     }
 
+    /// The Ed25519 signature of `message` (an OTA package's manifest): any holder of the public
+    /// key checks it with a standard Ed25519 verifier.
+    pub fn sign_message(&self, message: &[u8]) -> [u8; 64] {
+        self.key.sign(message).to_bytes()
+    }
+
     /// The key text for `claims`.
     pub fn sign(&self, claims: &LicenseClaims) -> Result<String, KeyError> {
         let mut bytes = encode(claims)?;
@@ -96,6 +102,18 @@ impl LicenseSigner {
         bytes.extend_from_slice(&signature.to_bytes());
         Ok(format!("{LICENSE_PREFIX}{}", URL_SAFE_NO_PAD.encode(bytes)))
     }
+}
+
+/// Whether `signature` is `public_key`'s Ed25519 signature of `message` (what a device does
+/// with an OTA manifest).
+pub fn verify_message(public_key: &[u8; 32], message: &[u8], signature: &[u8]) -> bool {
+    let (Ok(key), Ok(signature)) = (
+        VerifyingKey::from_bytes(public_key),
+        Signature::from_slice(signature),
+    ) else {
+        return false;
+    };
+    key.verify(message, &signature).is_ok()
 }
 
 /// The public key as PEM (SubjectPublicKeyInfo, `-----BEGIN PUBLIC KEY-----`), the form

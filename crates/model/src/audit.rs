@@ -272,6 +272,20 @@ audit_events! {
     EnrollmentTokenCreate => "enrollment_token.create", Fleet, "enrollment_token", Info;
     EnrollmentTokenList => "enrollment_token.list", Fleet, "enrollment_token", Info;
     EnrollmentTokenRevoke => "enrollment_token.revoke", Fleet, "enrollment_token", Warning;
+    OtaPackageList => "ota_package.list", Fleet, "ota_package", Info;
+    OtaPackageUpload => "ota_package.upload", Fleet, "ota_package", Info;
+    OtaPackageRead => "ota_package.read", Fleet, "ota_package", Info;
+    OtaPackageRelease => "ota_package.release", Fleet, "ota_package", Warning;
+    OtaPackageDownload => "ota_package.download", Fleet, "ota_package", Info;
+    OtaPublicKey => "ota.public_key", Fleet, "ota_package", Info;
+    OtaDeploymentList => "ota_deployment.list", Fleet, "ota_deployment", Info;
+    OtaDeploymentCreate => "ota_deployment.create", Fleet, "ota_deployment", Warning;
+    OtaDeploymentRead => "ota_deployment.read", Fleet, "ota_deployment", Info;
+    OtaDeploymentDevices => "ota_deployment.devices", Fleet, "ota_deployment", Info;
+    OtaDeploymentCancel => "ota_deployment.cancel", Fleet, "ota_deployment", Warning;
+    OtaDeploymentRollback => "ota_deployment.rollback", Fleet, "ota_deployment", Warning;
+    OtaDeploymentContinue => "ota_deployment.continue", Fleet, "ota_deployment", Info;
+    OtaDeploymentAdvance => "ota_deployment.advance", Fleet, "ota_deployment", Info;
 
     TagList => "tag.list", Assets, "tag", Info;
     TagRead => "tag.read", Assets, "tag", Info;
@@ -309,6 +323,8 @@ pub enum ActorType {
     Device,
     /// A connector of the platform (not audited per batch; named where a record needs it).
     Connector,
+    /// The platform acting on its own (an OTA deployment advancing, stopping, rolling back).
+    Platform,
     Anonymous,
 }
 
@@ -322,6 +338,7 @@ impl ActorType {
             ActorType::LicenseKey => "license_key",
             ActorType::Device => "device",
             ActorType::Connector => "connector",
+            ActorType::Platform => "platform",
             ActorType::Anonymous => "anonymous",
         }
     }

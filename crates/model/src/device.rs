@@ -229,13 +229,15 @@ impl Heartbeat {
 }
 
 /// The MQTT topics of one device (docs/api.md, "The MQTT device channel"): it publishes
-/// telemetry, heartbeats and command results, and subscribes to its commands.
+/// telemetry, heartbeats, command results and OTA step reports, and subscribes to its commands.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct DeviceTopics {
     pub telemetry: String,
     pub heartbeat: String,
     pub commands: String,
     pub command_results: String,
+    /// Where the device reports the steps of an OTA update.
+    pub ota: String,
 }
 
 /// The topic prefix of every device topic.
@@ -248,6 +250,7 @@ impl DeviceTopics {
             heartbeat: format!("{TOPIC_ROOT}/{device_id}/heartbeat"),
             commands: format!("{TOPIC_ROOT}/{device_id}/commands"),
             command_results: format!("{TOPIC_ROOT}/{device_id}/command-results"),
+            ota: format!("{TOPIC_ROOT}/{device_id}/ota"),
         }
     }
 }
@@ -259,6 +262,7 @@ pub enum DeviceTopic {
     Heartbeat,
     Commands,
     CommandResults,
+    Ota,
 }
 
 /// The device and kind of a device topic (`plantd/devices/{id}/{kind}`), or `None` for any
@@ -274,6 +278,7 @@ pub fn parse_topic(topic: &str) -> Option<(&str, DeviceTopic)> {
         "heartbeat" => DeviceTopic::Heartbeat,
         "commands" => DeviceTopic::Commands,
         "command-results" => DeviceTopic::CommandResults,
+        "ota" => DeviceTopic::Ota,
         _ => return None,
     };
     Some((device, kind))
@@ -319,6 +324,7 @@ mod tests {
             parse_topic(&t.command_results),
             Some(("d1", DeviceTopic::CommandResults))
         );
+        assert_eq!(parse_topic(&t.ota), Some(("d1", DeviceTopic::Ota)));
         assert_eq!(parse_topic("plantd/devices/+/telemetry"), None);
         assert_eq!(parse_topic("plantd/devices/#"), None);
         assert_eq!(parse_topic("plantd/devices/d1/other"), None);

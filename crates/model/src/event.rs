@@ -31,10 +31,24 @@ pub enum EventType {
     DeviceOnline,
     #[serde(rename = "device.offline")]
     DeviceOffline,
+    #[serde(rename = "ota.deployment.created")]
+    OtaDeploymentCreated,
+    #[serde(rename = "ota.deployment.phase_started")]
+    OtaDeploymentPhaseStarted,
+    #[serde(rename = "ota.deployment.paused")]
+    OtaDeploymentPaused,
+    #[serde(rename = "ota.deployment.completed")]
+    OtaDeploymentCompleted,
+    #[serde(rename = "ota.deployment.failed")]
+    OtaDeploymentFailed,
+    #[serde(rename = "ota.deployment.cancelled")]
+    OtaDeploymentCancelled,
+    #[serde(rename = "ota.deployment.rolled_back")]
+    OtaDeploymentRolledBack,
 }
 
 impl EventType {
-    pub const ALL: [EventType; 12] = [
+    pub const ALL: [EventType; 19] = [
         EventType::AlertTriggered,
         EventType::AlertAcknowledged,
         EventType::AlertResolved,
@@ -47,6 +61,13 @@ impl EventType {
         EventType::LicenseRenewed,
         EventType::DeviceOnline,
         EventType::DeviceOffline,
+        EventType::OtaDeploymentCreated,
+        EventType::OtaDeploymentPhaseStarted,
+        EventType::OtaDeploymentPaused,
+        EventType::OtaDeploymentCompleted,
+        EventType::OtaDeploymentFailed,
+        EventType::OtaDeploymentCancelled,
+        EventType::OtaDeploymentRolledBack,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -63,6 +84,13 @@ impl EventType {
             EventType::LicenseRenewed => "license.renewed",
             EventType::DeviceOnline => "device.online",
             EventType::DeviceOffline => "device.offline",
+            EventType::OtaDeploymentCreated => "ota.deployment.created",
+            EventType::OtaDeploymentPhaseStarted => "ota.deployment.phase_started",
+            EventType::OtaDeploymentPaused => "ota.deployment.paused",
+            EventType::OtaDeploymentCompleted => "ota.deployment.completed",
+            EventType::OtaDeploymentFailed => "ota.deployment.failed",
+            EventType::OtaDeploymentCancelled => "ota.deployment.cancelled",
+            EventType::OtaDeploymentRolledBack => "ota.deployment.rolled_back",
         }
     }
 

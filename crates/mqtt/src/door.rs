@@ -169,6 +169,7 @@ pub(crate) async fn handle_message(
             "command_result",
             app.device_command_result(session, payload).await,
         ),
+        DeviceTopic::Ota => ("ota", app.device_ota_report(session, payload).await),
         DeviceTopic::Commands => return,
     };
     match result {

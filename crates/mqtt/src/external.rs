@@ -1,5 +1,5 @@
 //! The device channel through an external broker (Mosquitto, ...): plantd connects as one
-//! client, subscribes to every device's telemetry, heartbeat and command-results topics, and
+//! client, subscribes to every device's telemetry, heartbeat, command-results and ota topics, and
 //! publishes commands. The broker authenticates the devices and enforces their topics with its
 //! own password and ACL files (docs/api.md, "An external broker"), so a message's device is the
 //! one its topic names. Messages are acknowledged to the broker only once handled (manual acks,
@@ -97,9 +97,9 @@ async fn session(app: &App, b: &ExternalBroker) -> Result<(), String> {
     result
 }
 
-/// Every device's telemetry, heartbeat and command-results topics.
+/// Every device's telemetry, heartbeat, command-results and ota topics.
 async fn subscribe(client: &AsyncClient) -> Result<(), String> {
-    for kind in ["telemetry", "heartbeat", "command-results"] {
+    for kind in ["telemetry", "heartbeat", "command-results", "ota"] {
         client
             .subscribe(format!("{TOPIC_ROOT}/+/{kind}"), QoS::AtLeastOnce)
             .await

@@ -142,8 +142,8 @@ async fn deliver(
                 send_queued(&app, &router, vec![device_id]).await;
             }
             event = events.recv() => match event {
-                Ok(Event::CommandQueued { device_id }) => {
-                    send_queued(&app, &router, vec![device_id]).await;
+                Ok(Event::CommandQueued { device_ids }) => {
+                    send_queued(&app, &router, device_ids).await;
                 }
                 Ok(Event::DeviceChanged { device_id }) => {
                     disconnect_gone(&app, &router, &sessions, vec![device_id]).await;

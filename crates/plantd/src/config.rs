@@ -38,6 +38,9 @@ pub struct FileConfig {
     pub mqtt: Option<MqttFileConfig>,
     /// Seconds without a heartbeat or message after which a device is offline (default 180).
     pub device_offline_after_secs: Option<u64>,
+    /// Where OTA package files are kept (default `<data_dir>/ota`; also `PLANTD_OTA_DIR`,
+    /// which wins). Nodes sharing one database must share this directory.
+    pub ota_dir: Option<PathBuf>,
 }
 
 /// `[mqtt]`: the device channel's addresses (flags and `PLANTD_MQTT_*` win).
@@ -291,6 +294,11 @@ impl ServeConfig {
             retention,
             retention_interval,
             connectors_pki_dir: storage.data_dir.join("pki-connectors"),
+            ota_dir: std::env::var_os("PLANTD_OTA_DIR")
+                .filter(|d| !d.is_empty())
+                .map(PathBuf::from)
+                .or(file.ota_dir.clone())
+                .unwrap_or_else(|| storage.data_dir.join("ota")),
             smtp,
             public_url: match std::env::var("PLANTD_PUBLIC_URL").ok().or(file.public_url) {
                 Some(url) if !url.trim().is_empty() => {

@@ -97,6 +97,32 @@ async fn change_status(
     Ok(StatusChanged { event, device })
 }
 
+/// Queues a command for a device within a transaction; returns its id.
+pub(crate) async fn insert_command(
+    conn: &mut AnyConnection,
+    org_id: &str,
+    device_id: &str,
+    command: &str,
+    params: &serde_json::Value,
+    expires_at: Timestamp,
+) -> Result<String> {
+    let id = new_id();
+    sqlx::query(
+        "INSERT INTO device_commands (id, org_id, device_id, command, params, status, created_at, expires_at) \
+         VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7)",
+    )
+    .bind(&id)
+    .bind(org_id)
+    .bind(device_id)
+    .bind(command)
+    .bind(params.to_string())
+    .bind(Timestamp::now().millis())
+    .bind(expires_at.millis())
+    .execute(&mut *conn)
+    .await?;
+    Ok(id)
+}
+
 impl Store {
     /// Queues a command for the organization's device.
     pub async fn create_command(
@@ -107,22 +133,9 @@ impl Store {
         params: &serde_json::Value,
         expires_at: Timestamp,
     ) -> Result<Command> {
-        let id = new_id();
         let mut tx = self.begin_write().await?;
         device_in(&mut tx, org_id, device_id).await?;
-        sqlx::query(
-            "INSERT INTO device_commands (id, org_id, device_id, command, params, status, created_at, expires_at) \
-             VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7)",
-        )
-        .bind(&id)
-        .bind(org_id)
-        .bind(device_id)
-        .bind(command)
-        .bind(params.to_string())
-        .bind(Timestamp::now().millis())
-        .bind(expires_at.millis())
-        .execute(&mut *tx)
-        .await?;
+        let id = insert_command(&mut tx, org_id, device_id, command, params, expires_at).await?;
         tx.commit().await?;
         self.org_row(&COMMANDS, org_id, &id, command_from_row).await
     }

@@ -25,6 +25,9 @@ mod notifications;
 mod notify;
 mod oauth;
 mod orgs;
+mod ota;
+mod ota_packages;
+mod ota_rollout;
 mod rows;
 mod sql;
 mod store;
@@ -57,6 +60,7 @@ pub use notifications::{
 pub use notify::NotifyTarget;
 pub use oauth::{ClientRecord, CodeRecord, GrantRecord, NewApplication, NewCode, RefreshUse};
 pub use orgs::NewUser;
+pub use ota::{NewDeployment, OtaCommand, ReportUpdate};
 pub use store::Store;
 pub use tags::StoredTag;
 pub use webhooks::{AttemptOutcome, Delivery, Webhook};

@@ -4,6 +4,7 @@
 //! waiting, WebSocket and TLS helpers.
 
 mod mail;
+pub mod mqtt;
 mod process;
 pub mod stream;
 mod tls;

@@ -13,6 +13,7 @@ mod licenses;
 mod notifications;
 mod oauth_apps;
 mod orgs;
+mod ota;
 mod products;
 mod stream;
 mod system;
@@ -42,6 +43,7 @@ pub fn all() -> Vec<Route> {
         products::routes(),
         licenses::routes(),
         fleet::routes(),
+        ota::routes(),
         audit::routes(),
     ]
     .into_iter()

@@ -145,6 +145,15 @@ impl Filter {
         self.accepts(&d.asset_id, None, None)
     }
 
+    /// Whether the subscription follows everything (no filter): it receives the organization's
+    /// events that concern no one asset (OTA deployments).
+    fn covers_everything(&self) -> bool {
+        self.asset_id.is_none()
+            && self.series.is_none()
+            && self.tag_name.is_none()
+            && self.data_source_id.is_none()
+    }
+
     fn matches(&self, p: &Point) -> bool {
         self.accepts(&p.asset_id, Some(&p.tag_name), p.data_source_id.as_deref())
     }
@@ -304,6 +313,24 @@ async fn run(
                             return;
                         }
                         if !send(&mut socket, json!({"type": "device", "event": event, "subscription": id, "data": &*device})).await {
+                            return;
+                        }
+                        continue;
+                    }
+                    Event::Ota { org_id, event, deployment } => {
+                        if *org_id != *caller.org_id {
+                            continue;
+                        }
+                        // Organization-wide: to the connection's first subscription without a filter.
+                        let Some((id, _)) = subscriptions.iter().find(|(_, f)| f.covers_everything()) else {
+                            continue;
+                        };
+                        if !outbound.allow() {
+                            let reason = format!("outbound message rate limit of {}/s for the {tier} tier exceeded; subscribe to fewer series", limits.messages_out_per_second.unwrap_or(0));
+                            close(&mut socket, close_code::POLICY, reason).await;
+                            return;
+                        }
+                        if !send(&mut socket, json!({"type": "ota", "event": event, "subscription": id, "data": &*deployment})).await {
                             return;
                         }
                         continue;

@@ -5,9 +5,10 @@
 
 use plantd_app::AppConfig;
 use plantd_model::Tier;
+use plantd_test_support::mqtt::{connect, next_publish, options};
 use plantd_test_support::{TestApp, spawn_app, spawn_app_with, wait_for};
 use reqwest::Method;
-use rumqttc::{AsyncClient, ConnectReturnCode, Event, EventLoop, MqttOptions, Packet, QoS};
+use rumqttc::{ConnectReturnCode, MqttOptions, Packet, QoS};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -326,73 +327,6 @@ async fn devices_groups_and_enrollment_tokens() {
     app.get(&format!("/fleet/devices/{d1_id}"), &k)
         .await
         .expect(404);
-}
-
-/// An MQTT 3.1.1 client logged in as a device; its event loop runs in a task that forwards
-/// incoming publishes and the CONNACK code.
-struct Device {
-    client: AsyncClient,
-    incoming: tokio::sync::mpsc::UnboundedReceiver<Packet>,
-}
-
-fn options(addr: std::net::SocketAddr, client_id: &str, user: &str, password: &str) -> MqttOptions {
-    let mut o = MqttOptions::new(client_id, addr.ip().to_string(), addr.port());
-    o.set_credentials(user, password);
-    o.set_keep_alive(Duration::from_secs(30));
-    o
-}
-
-async fn drive(mut events: EventLoop, tx: tokio::sync::mpsc::UnboundedSender<Packet>) {
-    loop {
-        match events.poll().await {
-            Ok(Event::Incoming(p)) => {
-                if tx.send(p).is_err() {
-                    return;
-                }
-            }
-            Ok(_) => {}
-            Err(rumqttc::ConnectionError::ConnectionRefused(code)) => {
-                let _ = tx.send(Packet::ConnAck(rumqttc::ConnAck::new(code, false)));
-                return;
-            }
-            Err(_) => {
-                let _ = tx.send(Packet::Disconnect);
-                return;
-            }
-        }
-    }
-}
-
-async fn connect(opts: MqttOptions) -> (Device, ConnectReturnCode) {
-    let (client, events) = AsyncClient::new(opts, 64);
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    tokio::spawn(drive(events, tx));
-    let code = loop {
-        match tokio::time::timeout(Duration::from_secs(10), rx.recv()).await {
-            Ok(Some(Packet::ConnAck(c))) => break c.code,
-            Ok(Some(Packet::Disconnect)) | Ok(None) => break ConnectReturnCode::ServiceUnavailable,
-            Ok(Some(_)) => continue,
-            Err(_) => panic!("no CONNACK within 10 s"),
-        }
-    };
-    (
-        Device {
-            client,
-            incoming: rx,
-        },
-        code,
-    )
-}
-
-async fn next_publish(d: &mut Device, secs: u64) -> Option<rumqttc::Publish> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    loop {
-        match tokio::time::timeout_at(deadline, d.incoming.recv()).await {
-            Ok(Some(Packet::Publish(p))) => return Some(p),
-            Ok(Some(Packet::Disconnect)) | Ok(None) | Err(_) => return None,
-            Ok(Some(_)) => continue,
-        }
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -19,6 +19,7 @@ mod licenses;
 mod metrics;
 mod oauth;
 mod orgs_users_audit;
+mod ota;
 mod rate_limits;
 mod security;
 mod sim;
