@@ -866,3 +866,52 @@ async fn cancel_tenancy_refusals_and_the_rate_limit() {
     assert_eq!(anonymous.code(), "authentication_error");
     channel.stop().await;
 }
+
+/// An independent device: paho-mqtt, requests and cryptography (python) take part in one
+/// deployment end to end: the update command over MQTT, a download interrupted and resumed
+/// with Range, the SHA-256 and the Ed25519 signature verified, each step reported. Needs
+/// `PLANTD_TEST_PYTHON_OTA` (set by `.ci/run`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_device_takes_an_update_end_to_end() {
+    let Some(python) = plantd_test_support::peer(
+        "PLANTD_TEST_PYTHON_OTA",
+        "to a python3 with paho-mqtt, requests and cryptography",
+    ) else {
+        return;
+    };
+    let (app, _dir) = ota_app().await;
+    let channel = app.start_mqtt().await;
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/interop/ota_device.py");
+    let out = tokio::process::Command::new(python)
+        .arg(script)
+        .arg(&app.base)
+        .arg(&app.admin_key)
+        .arg("127.0.0.1")
+        .arg(channel.local_addr.unwrap().port().to_string())
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    for step in [
+        "uploaded and released",
+        "update command received",
+        "resumed range",
+        "sha256",
+        "signature",
+        "deployment completed",
+    ] {
+        assert!(stdout.contains(&format!("ok {step}")), "{step}: {stdout}");
+    }
+    let d = app
+        .get("/ota/deployments", &app.admin_key)
+        .await
+        .expect(200)
+        .items();
+    let devices = device_states(&app, d[0]["id"].as_str().unwrap()).await;
+    assert_eq!(devices[0]["state"], "succeeded");
+    assert_eq!(devices[0]["device_name"], "paho OTA device");
+    channel.stop().await;
+}
