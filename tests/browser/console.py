@@ -244,6 +244,42 @@ def run(d):
         " r.textContent.includes('Line 1 gateway offline') && r.textContent.includes('Line 1 / every asset'))"))
     ok("fleet_pages")
 
+    # OTA: a package uploaded from the page (multipart, with its progress bar), released, and
+    # deployed to Line 1; Gateway 7 never answers, so the page shows it fail after its timeout
+    # and the deployment roll back, live.
+    firmware = os.path.join(SHOTS, "gateway-fw.bin")
+    with open(firmware, "wb") as f:
+        f.write(os.urandom(4 * 1024 * 1024))
+    d.get(BASE + "/ota/packages")
+    d.find_element(By.ID, "pkg-file").send_keys(firmware)
+    d.find_element(By.ID, "pkg-version").send_keys("1.0.0")
+    d.find_element(By.ID, "pkg-type").send_keys("gateway")
+    d.find_element(By.CSS_SELECTOR, "#package-upload button[type=submit]").click()
+    packages = "const t = document.getElementById('packages'); return t ? t.textContent : ''"
+    wait(d, lambda: "gateway-fw.bin" in d.execute_script(packages) and "draft" in d.execute_script(packages))
+    d.execute_script("window.confirm = () => true")
+    d.find_element(By.CSS_SELECTOR, "form[data-action$='/release'] button[type=submit]").click()
+    wait(d, lambda: "released" in d.execute_script(packages))
+    shot(d, "ota-packages")
+    d.get(BASE + "/ota/deployments")
+    d.find_element(By.ID, "dep-name").send_keys("1.0.0 to Line 1")
+    Select(d.find_element(By.ID, "dep-group")).select_by_visible_text("Line 1 (1)")
+    Select(d.find_element(By.ID, "dep-strategy")).select_by_value("all_at_once")
+    timeout = d.find_element(By.ID, "dep-timeout")
+    timeout.clear()
+    timeout.send_keys("3")
+    d.find_element(By.CSS_SELECTOR, "form[data-action='/v1/ota/deployments'] button[type=submit]").click()
+    wait(d, lambda: "/ota/deployments/" in d.current_url and d.find_elements(By.ID, "deployment-devices"))
+    state = "const c = document.querySelector('#deployment-devices [data-state]'); return c ? c.dataset.state : ''"
+    wait(d, lambda: d.execute_script(state) == "notified")
+    wait(d, lambda: d.execute_script(
+        "const b = document.querySelector('#deployment-status .badge'); return b ? b.dataset.status : ''") == "rolled_back")
+    assert d.execute_script(state) == "failed", d.execute_script(state)
+    assert "no answer in time" in d.find_element(By.ID, "deployment-devices").text
+    assert "phase 1: 1 of 1" in d.find_element(By.ID, "deployment-reason").text
+    shot(d, "ota-deployment")
+    ok("ota_pages")
+
     errors = [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
     assert not errors, json.dumps(errors, indent=1)
     ok("no_console_errors")

@@ -32,6 +32,8 @@ pub(crate) enum Suite {
     Licenses,
     /// The MQTT device channel with thousands of devices, beside Mosquitto.
     Fleet,
+    /// A firmware deployment to a fleet, and package downloads beside python3 -m http.server.
+    Ota,
 }
 
 /// Benchmarks of plantd that print tables, each running the release server as a separate
@@ -89,9 +91,15 @@ pub(crate) struct Options {
     /// Connectors: skip the MQTT row.
     #[arg(long)]
     no_mqtt: bool,
-    /// Fleet: devices connected at once.
+    /// Fleet and OTA: devices connected at once.
     #[arg(long, default_value_t = 5_000)]
     pub(crate) devices: usize,
+    /// OTA: the package's size in MiB.
+    #[arg(long, default_value_t = 50)]
+    pub(crate) package_mib: u64,
+    /// OTA: downloads at once in the throughput rows.
+    #[arg(long, default_value_t = 100)]
+    pub(crate) concurrent_downloads: usize,
     #[arg(skip)]
     pub(crate) postgres_url: Option<String>,
     #[arg(skip)]

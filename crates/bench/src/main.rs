@@ -1,5 +1,5 @@
 //! `plantd-bench SUITE`: benchmarks of plantd that print tables (not tests), each running the
-//! release server as a separate process: `api`, `identity`, `console`, `telemetry`, `sim`, `connectors`, `alerts`, `licenses`, `fleet`
+//! release server as a separate process: `api`, `identity`, `console`, `telemetry`, `sim`, `connectors`, `alerts`, `licenses`, `fleet`, `ota`
 //! (docs/benchmarks.md).
 
 mod alerts;
@@ -10,6 +10,7 @@ mod fleet;
 mod harness;
 mod identity;
 mod licenses;
+mod ota;
 mod sim;
 mod telemetry;
 
@@ -29,5 +30,6 @@ async fn main() -> Result<()> {
         Suite::Licenses => licenses::run(&o).await,
         Suite::Api => api::run(&o).await,
         Suite::Fleet => fleet::run(&o).await,
+        Suite::Ota => ota::run(&o).await,
     }
 }

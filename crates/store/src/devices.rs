@@ -377,13 +377,25 @@ impl Store {
 
     /// The device an MQTT login names (its id is the username), in any organization.
     pub async fn device_login(&self, id: &str) -> Result<DeviceLogin> {
-        let row = sqlx::query(
-            "SELECT id, org_id, asset_id, mqtt_password_hash FROM devices WHERE id = $1",
-        )
-        .bind(id)
-        .fetch_optional(self.pool())
-        .await?
-        .ok_or(StoreError::NotFound)?;
+        self.login_where("id", id).await
+    }
+
+    /// The device whose password hashes to `hash`, in any organization (a device presenting
+    /// its password as a bearer token: an OTA download).
+    pub async fn device_by_password_hash(&self, hash: &str) -> Result<DeviceLogin> {
+        self.login_where("mqtt_password_hash", hash).await
+    }
+
+    /// The login facts of the device whose `column` (a constant of this file) is `value`.
+    async fn login_where(&self, column: &'static str, value: &str) -> Result<DeviceLogin> {
+        let sql = format!(
+            "SELECT id, org_id, asset_id, mqtt_password_hash FROM devices WHERE {column} = $1"
+        );
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(value)
+            .fetch_optional(self.pool())
+            .await?
+            .ok_or(StoreError::NotFound)?;
         Ok(DeviceLogin {
             id: row.try_get("id")?,
             org_id: row.try_get("org_id")?,

@@ -306,36 +306,54 @@ impl Store {
         status: Option<DeploymentStatus>,
         (limit, offset): (i64, i64),
     ) -> Result<(Vec<Deployment>, u64)> {
+        // Without a status, `$2 = $2` keeps the placeholders' numbering.
         let filter = if status.is_some() {
-            " AND status = $2"
+            "org_id = $1 AND status = $2"
         } else {
-            " AND $2 = $2"
+            "org_id = $1 AND $2 = $2"
         };
         let status = status.map_or("", DeploymentStatus::as_str);
         let total: i64 = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT COUNT(*) AS n FROM ota_deployments WHERE org_id = $1{filter}"
+            "SELECT COUNT(*) AS n FROM ota_deployments WHERE {filter}"
         )))
         .bind(org_id)
         .bind(status)
         .fetch_one(self.pool())
         .await?
         .try_get("n")?;
+        let list = self
+            .deployments_where(
+                &format!("{filter} ORDER BY created_at DESC, id LIMIT $3 OFFSET $4"),
+                &[org_id, status],
+                &[limit, offset],
+            )
+            .await?;
+        Ok((list, total as u64))
+    }
+
+    /// The deployments `clause` (a `WHERE` of this file's, with its order) selects, with their
+    /// counts: text arguments first, then numbers.
+    async fn deployments_where(
+        &self,
+        clause: &str,
+        texts: &[&str],
+        numbers: &[i64],
+    ) -> Result<Vec<Deployment>> {
         let mut conn = self.pool().acquire().await?;
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {DEPLOYMENT_COLUMNS} FROM ota_deployments WHERE org_id = $1{filter} \
-             ORDER BY created_at DESC, id LIMIT $3 OFFSET $4"
-        )))
-        .bind(org_id)
-        .bind(status)
-        .bind(limit)
-        .bind(offset)
-        .fetch_all(&mut *conn)
-        .await?;
+        let sql = format!("SELECT {DEPLOYMENT_COLUMNS} FROM ota_deployments WHERE {clause}");
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for t in texts {
+            q = q.bind(*t);
+        }
+        for n in numbers {
+            q = q.bind(*n);
+        }
+        let rows = q.fetch_all(&mut *conn).await?;
         let list = rows
             .iter()
             .map(deployment_from_row)
             .collect::<Result<Vec<_>>>()?;
-        Ok((with_counts(&mut conn, list).await?, total as u64))
+        with_counts(&mut conn, list).await
     }
 
     pub async fn deployment(&self, org_id: &str, id: &str) -> Result<Deployment> {
@@ -349,17 +367,12 @@ impl Store {
 
     /// Every active deployment (of every organization), oldest first: the engine's work.
     pub async fn active_deployments(&self) -> Result<Vec<Deployment>> {
-        let mut conn = self.pool().acquire().await?;
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {DEPLOYMENT_COLUMNS} FROM ota_deployments WHERE status IN {ACTIVE} ORDER BY created_at, id"
-        )))
-        .fetch_all(&mut *conn)
-        .await?;
-        let list = rows
-            .iter()
-            .map(deployment_from_row)
-            .collect::<Result<Vec<_>>>()?;
-        with_counts(&mut conn, list).await
+        self.deployments_where(
+            &format!("status IN {ACTIVE} ORDER BY created_at, id"),
+            &[],
+            &[],
+        )
+        .await
     }
 
     /// A page of the deployment's devices (by phase, then id), filtered by state.

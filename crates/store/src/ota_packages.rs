@@ -1,6 +1,5 @@
 //! OTA packages as stored: the row of each package (its file is the application's,
-//! content-addressed on disk), and the device a presented password names (a device
-//! downloading a package with its own credentials).
+//! content-addressed on disk, and its signature the manifest's).
 
 use plantd_model::Timestamp;
 use plantd_model::ota::{Package, PackageStatus};
@@ -9,7 +8,7 @@ use sqlx::any::AnyRow;
 
 use crate::error::conflict_on_unique;
 use crate::rows::OrgTable;
-use crate::{DeviceLogin, Result, Store, StoreError};
+use crate::{Result, Store, StoreError};
 
 const PACKAGES: OrgTable = OrgTable {
     name: "ota_packages",
@@ -107,22 +106,5 @@ impl Store {
                 .await?
                 .is_some(),
         )
-    }
-
-    /// The device whose password hashes to `hash` (a device presenting it as a bearer token).
-    pub async fn device_by_password_hash(&self, hash: &str) -> Result<DeviceLogin> {
-        let row = sqlx::query(
-            "SELECT id, org_id, asset_id, mqtt_password_hash FROM devices WHERE mqtt_password_hash = $1",
-        )
-        .bind(hash)
-        .fetch_optional(self.pool())
-        .await?
-        .ok_or(StoreError::NotFound)?;
-        Ok(DeviceLogin {
-            id: row.try_get("id")?,
-            org_id: row.try_get("org_id")?,
-            asset_id: row.try_get("asset_id")?,
-            mqtt_password_hash: row.try_get("mqtt_password_hash")?,
-        })
     }
 }

@@ -93,6 +93,21 @@ async fn notify(
     Ok(told)
 }
 
+/// Ends an active deployment as `to` (if it is still as read): devices not reached are not
+/// updated. `false` when another node or call moved it first.
+async fn stop(
+    conn: &mut AnyConnection,
+    d: &Deployment,
+    to: DeploymentStatus,
+    now: Timestamp,
+) -> Result<bool> {
+    if !move_status(conn, &d.id, d.status, to, "", now).await? {
+        return Ok(false);
+    }
+    cancel_unreached(conn, &d.id, now).await?;
+    Ok(true)
+}
+
 /// Devices not reached yet are not updated: pending ones, and those whose update command is
 /// still queued (its command expires).
 async fn cancel_unreached(conn: &mut AnyConnection, id: &str, now: Timestamp) -> Result<()> {
@@ -339,10 +354,9 @@ impl Store {
             .bind(d.status.as_str())
             .execute(&mut *tx)
             .await?;
-        if !move_status(&mut tx, &d.id, d.status, to, "", now).await? {
+        if !stop(&mut tx, d, to, now).await? {
             return Ok(None);
         }
-        cancel_unreached(&mut tx, &d.id, now).await?;
         let told = match rollback {
             Some(c) => roll_back_installed(&mut tx, d, c, now).await?,
             None => Vec::new(),
@@ -360,19 +374,9 @@ impl Store {
     pub async fn cancel_deployment(&self, d: &Deployment) -> Result<Option<Deployment>> {
         let now = Timestamp::now();
         let mut tx = self.begin_write().await?;
-        if !move_status(
-            &mut tx,
-            &d.id,
-            d.status,
-            DeploymentStatus::Cancelled,
-            "",
-            now,
-        )
-        .await?
-        {
+        if !stop(&mut tx, d, DeploymentStatus::Cancelled, now).await? {
             return Ok(None);
         }
-        cancel_unreached(&mut tx, &d.id, now).await?;
         let d = announce(&mut tx, &d.id, EventType::OtaDeploymentCancelled).await?;
         tx.commit().await?;
         Ok(Some(d))
@@ -387,19 +391,9 @@ impl Store {
     ) -> Result<Option<(Deployment, Vec<String>)>> {
         let now = Timestamp::now();
         let mut tx = self.begin_write().await?;
-        if !move_status(
-            &mut tx,
-            &d.id,
-            d.status,
-            DeploymentStatus::RolledBack,
-            "",
-            now,
-        )
-        .await?
-        {
+        if !stop(&mut tx, d, DeploymentStatus::RolledBack, now).await? {
             return Ok(None);
         }
-        cancel_unreached(&mut tx, &d.id, now).await?;
         let told = roll_back_installed(&mut tx, d, command, now).await?;
         let d = announce(&mut tx, &d.id, EventType::OtaDeploymentRolledBack).await?;
         tx.commit().await?;

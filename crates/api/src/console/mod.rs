@@ -14,6 +14,7 @@ mod kit;
 mod layout;
 mod licenses;
 mod members;
+mod ota;
 mod overview;
 mod page;
 mod session;
@@ -32,7 +33,7 @@ use crate::state::AppState;
 const ADMINS_ONLY: &str = "this page is for owners and admins";
 
 /// Every page of the console, in navigation order.
-pub(crate) static PAGES: [ConsolePage; 15] = [
+pub(crate) static PAGES: [ConsolePage; 18] = [
     ConsolePage {
         path: "/",
         title: "Overview",
@@ -128,6 +129,30 @@ pub(crate) static PAGES: [ConsolePage; 15] = [
         route: || get(fleet::enrollment),
     },
     ConsolePage {
+        path: "/ota/packages",
+        title: "Firmware",
+        section: "/ota/packages",
+        nav: true,
+        needs: None,
+        route: || get(ota::packages),
+    },
+    ConsolePage {
+        path: "/ota/deployments",
+        title: "Deployments",
+        section: "/ota/deployments",
+        nav: true,
+        needs: None,
+        route: || get(ota::deployments),
+    },
+    ConsolePage {
+        path: "/ota/deployments/{id}",
+        title: "Deployment",
+        section: "/ota/deployments",
+        nav: false,
+        needs: None,
+        route: || get(ota::deployment),
+    },
+    ConsolePage {
         path: "/api-keys",
         title: "API keys",
         section: "/api-keys",
@@ -194,7 +219,7 @@ pub fn router(state: AppState) -> Router<AppState> {
 }
 
 /// The embedded files: path under `/assets/`, content type, bytes.
-const ASSETS: [(&str, &str, &[u8]); 10] = [
+const ASSETS: [(&str, &str, &[u8]); 11] = [
     (
         "docs.css",
         "text/css; charset=utf-8",
@@ -219,6 +244,11 @@ const ASSETS: [(&str, &str, &[u8]); 10] = [
         "browse.js",
         "text/javascript; charset=utf-8",
         include_bytes!("../../assets/browse.js"),
+    ),
+    (
+        "ota.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../../assets/ota.js"),
     ),
     (
         "dashboard.js",

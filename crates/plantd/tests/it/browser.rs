@@ -69,6 +69,7 @@ async fn the_console_in_a_real_browser() {
         "overview_search_live",
         "data_source_browsed",
         "fleet_pages",
+        "ota_pages",
         "no_console_errors",
     ] {
         assert!(
