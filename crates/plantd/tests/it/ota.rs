@@ -787,6 +787,18 @@ async fn cancel_tenancy_refusals_and_the_rate_limit() {
         .expect(400);
     assert!(r.text.contains("targets.device_ids"), "{}", r.text);
 
+    // A webhook subscribed to OTA events (its receiver answers nothing; the deliveries are what
+    // is checked).
+    let sink = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = app
+        .post(
+            "/webhooks",
+            &k,
+            json!({"url": format!("http://{}/hook", sink.local_addr().unwrap()), "events": ["ota.deployment.created", "ota.deployment.cancelled"], "secret": "a-long-enough-secret-0123456789"}),
+        )
+        .await
+        .expect(201)
+        .id();
     // Cancel while the first phase waits for a person: the rest are never told.
     let created = app
         .post(
@@ -833,6 +845,29 @@ async fn cancel_tenancy_refusals_and_the_rate_limit() {
     app.post(&format!("/ota/deployments/{id}/cancel"), &k, json!({}))
         .await
         .expect(409);
+    let deliveries = app
+        .get(&format!("/webhooks/{hook}/deliveries"), &k)
+        .await
+        .expect(200)
+        .items();
+    let mut events: Vec<&str> = deliveries
+        .iter()
+        .map(|d| d["event"].as_str().unwrap())
+        .collect();
+    events.sort_unstable();
+    assert_eq!(
+        events,
+        ["ota.deployment.cancelled", "ota.deployment.created"]
+    );
+    let cancelled = deliveries
+        .iter()
+        .find(|d| d["event"] == "ota.deployment.cancelled")
+        .unwrap();
+    let payload = &cancelled["payload"];
+    assert_eq!(payload["event"], "ota.deployment.cancelled");
+    assert_eq!(payload["data"]["id"], id.as_str());
+    assert_eq!(payload["data"]["status"], "cancelled");
+    drop(sink);
     // The devices are free for the next deployment.
     let next = app
         .post(
