@@ -84,6 +84,32 @@ pub fn peer(var: &str, how: &str) -> Option<String> {
     }
 }
 
+/// Runs the independent peer `tests/interop/<script>` with `python` and `args`; panics with its
+/// output unless it succeeds, and answers what it printed, in which a test looks for each
+/// `ok <step>` line with [`printed_every`].
+pub async fn run_interop(python: &str, script: &str, args: &[&str]) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/interop")
+        .join(script);
+    let out = tokio::process::Command::new(python)
+        .arg(path)
+        .args(args)
+        .output()
+        .await
+        .unwrap_or_else(|e| panic!("cannot run {python} {script}: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{script} failed:\n{stdout}\n{stderr}");
+    stdout
+}
+
+/// Panics unless `stdout` holds an `ok <step>` line for each step.
+pub fn printed_every(stdout: &str, steps: &[&str]) {
+    for step in steps {
+        assert!(stdout.contains(&format!("ok {step}")), "{step}: {stdout}");
+    }
+}
+
 /// An HTTP client for tests (with the process's TLS provider installed, as the server's).
 pub fn client() -> reqwest::Client {
     plantd_alerts::tls::install_provider();

@@ -17,4 +17,6 @@ pub use tls::private_ca;
 pub use wait::{temp_dir, unique_name, wait_for};
 mod app;
 
-pub use app::{Reply, TestApp, client, peer, spawn_app, spawn_app_with};
+pub use app::{
+    Reply, TestApp, client, peer, printed_every, run_interop, spawn_app, spawn_app_with,
+};

@@ -608,25 +608,28 @@ async fn paho_mqtt_devices_interoperate() {
     let channel = app
         .start_mqtt_tls(Some((dir.join("cert.pem"), dir.join("key.pem"))))
         .await;
-    let script =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/interop/mqtt_device.py");
-    let out = tokio::process::Command::new(python)
-        .arg(script)
-        .arg(&app.base)
-        .arg(&app.admin_key)
-        .arg("127.0.0.1")
-        .arg(channel.local_addr.unwrap().port().to_string())
-        .arg(channel.tls_local_addr.unwrap().port().to_string())
-        .arg(dir.join("ca.pem"))
-        .output()
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    for step in ["3.1.1 plain", "3.1.1 tls", "5 plain", "5 tls", "refused"] {
-        assert!(stdout.contains(&format!("ok {step}")), "{step}: {stdout}");
-    }
+    let (port, tls_port) = (
+        channel.local_addr.unwrap().port().to_string(),
+        channel.tls_local_addr.unwrap().port().to_string(),
+    );
+    let ca = dir.join("ca.pem");
+    let stdout = plantd_test_support::run_interop(
+        &python,
+        "mqtt_device.py",
+        &[
+            &app.base,
+            &app.admin_key,
+            "127.0.0.1",
+            &port,
+            &tls_port,
+            ca.to_str().unwrap(),
+        ],
+    )
+    .await;
+    plantd_test_support::printed_every(
+        &stdout,
+        &["3.1.1 plain", "3.1.1 tls", "5 plain", "5 tls", "refused"],
+    );
     let k = &app.admin_key;
     let devices = app
         .get("/fleet/devices?tags=paho", k)

@@ -950,31 +950,21 @@ async fn python_cryptography_verifies_keys() {
     .await;
     let key = l["license_key"].as_str().unwrap();
     let pem = public_key_pem(&app, k).await;
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/interop/license_check.py");
     let expires = plantd_model::Timestamp::parse(l["expires_at"].as_str().unwrap())
         .unwrap()
         .unix_seconds();
-    let out = tokio::process::Command::new(python)
-        .arg(script)
-        .args([
+    let stdout = plantd_test_support::run_interop(
+        &python,
+        "license_check.py",
+        &[
             &pem,
             key,
             l["id"].as_str().unwrap(),
             p["id"].as_str().unwrap(),
             &expires.to_string(),
             &tamper(key),
-        ])
-        .output()
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    for step in ["ok signature", "ok payload", "ok tampered_rejected"] {
-        assert!(stdout.contains(step), "{step}: {stdout}");
-    }
+        ],
+    )
+    .await;
+    plantd_test_support::printed_every(&stdout, &["signature", "payload", "tampered_rejected"]);
 }

@@ -916,30 +916,24 @@ async fn a_python_device_takes_an_update_end_to_end() {
     };
     let (app, _dir) = ota_app().await;
     let channel = app.start_mqtt().await;
-    let script =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/interop/ota_device.py");
-    let out = tokio::process::Command::new(python)
-        .arg(script)
-        .arg(&app.base)
-        .arg(&app.admin_key)
-        .arg("127.0.0.1")
-        .arg(channel.local_addr.unwrap().port().to_string())
-        .output()
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    for step in [
-        "uploaded and released",
-        "update command received",
-        "resumed range",
-        "sha256",
-        "signature",
-        "deployment completed",
-    ] {
-        assert!(stdout.contains(&format!("ok {step}")), "{step}: {stdout}");
-    }
+    let port = channel.local_addr.unwrap().port().to_string();
+    let stdout = plantd_test_support::run_interop(
+        &python,
+        "ota_device.py",
+        &[&app.base, &app.admin_key, "127.0.0.1", &port],
+    )
+    .await;
+    plantd_test_support::printed_every(
+        &stdout,
+        &[
+            "uploaded and released",
+            "update command received",
+            "resumed range",
+            "sha256",
+            "signature",
+            "deployment completed",
+        ],
+    );
     let d = app
         .get("/ota/deployments", &app.admin_key)
         .await
