@@ -102,7 +102,10 @@ impl App {
     }
 
     /// The device as the channel's caller: `write:telemetry` on its organization, at its tier.
-    async fn session_of(&self, login: plantd_store::DeviceLogin) -> AppResult<DeviceSession> {
+    pub(crate) async fn session_of(
+        &self,
+        login: plantd_store::DeviceLogin,
+    ) -> AppResult<DeviceSession> {
         let tier = self.store().org(&login.org_id).await?.tier;
         Ok(DeviceSession {
             caller: device_caller(&login.id, &login.org_id, tier),

@@ -13,7 +13,7 @@ use plantd_model::ota::{
 };
 use plantd_model::page::{Page, Paged};
 use plantd_model::validation::Validator;
-use plantd_store::{NewDeployment, OtaCommand, ReportUpdate, StoreError};
+use plantd_store::{DeviceFilter, NewDeployment, OtaCommand, ReportUpdate, StoreError};
 use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -221,19 +221,28 @@ impl App {
     /// carrying all the tags, or the devices listed (each must be the organization's).
     async fn target_devices(&self, org_id: &str, targets: &Targets) -> AppResult<Vec<String>> {
         match targets {
-            Targets::Group { group_id } => self
-                .store()
-                .group_device_ids(org_id, group_id)
-                .await
-                .map_err(|e| match e {
-                    StoreError::NotFound => {
-                        AppError::invalid("targets.group_id", "no such device group")
-                    }
-                    e => e.into(),
-                }),
+            Targets::Group { group_id } => {
+                self.store()
+                    .group(org_id, group_id)
+                    .await
+                    .map_err(|e| match e {
+                        StoreError::NotFound => {
+                            AppError::invalid("targets.group_id", "no such device group")
+                        }
+                        e => e.into(),
+                    })?;
+                let filter = DeviceFilter {
+                    group_id: Some(group_id.clone()),
+                    ..Default::default()
+                };
+                Ok(self.store().device_ids(org_id, &filter).await?)
+            }
             Targets::Tags { tags } => {
-                let tags: Vec<String> = tags.iter().map(|t| t.trim().to_string()).collect();
-                Ok(self.store().tagged_device_ids(org_id, &tags).await?)
+                let filter = DeviceFilter {
+                    tags: tags.iter().map(|t| t.trim().to_string()).collect(),
+                    ..Default::default()
+                };
+                Ok(self.store().device_ids(org_id, &filter).await?)
             }
             Targets::Devices { device_ids } => {
                 let mut wanted: Vec<String> = device_ids.clone();
@@ -532,12 +541,15 @@ impl App {
         if check_joins && d.include_new_devices && d.targets.can_grow() {
             self.add_joined(&d).await?;
         }
+        // Devices pending in later phases wait for their phase; only those that joined a
+        // started phase are told here.
         if d.status == DeploymentStatus::InProgress
             && d.device_counts
                 .get(&DeviceState::Pending)
                 .copied()
                 .unwrap_or(0)
                 > 0
+            && self.store().has_joined(&d).await?
         {
             let command = self.update_command(&d).await?;
             let told = self.store().notify_joined(&d, &command).await?;

@@ -266,13 +266,9 @@ impl App {
             }
             Err(e) => return Err(e.into()),
         };
-        let tier = self.store().org(&login.org_id).await?.tier;
-        Ok(Caller {
-            credential: Credential::Device { id: login.id },
-            org_id: login.org_id,
-            user_id: None,
-            scopes: Vec::new(),
-            tier,
-        })
+        // The channel's caller, without its `write:telemetry`: over HTTP a device has no scope.
+        let mut caller = self.session_of(login).await?.caller;
+        caller.scopes.clear();
+        Ok(caller)
     }
 }

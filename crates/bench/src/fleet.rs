@@ -16,7 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::harness::{
-    Options, backends, connect, drop_database, pct, post_json, start_server_with, stop_child,
+    Options, backends, connect, drop_database, free_port, pct, post_json, start_server_with,
+    stop_child,
 };
 use crate::sim::rss_mib;
 
@@ -54,12 +55,6 @@ enum Sent {
     Point(Instant),
     /// A command's answer (one outstanding per device).
     Answer,
-}
-
-fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
 }
 
 /// One device: connects, publishes a point a second and a heartbeat every 10 s, answers

@@ -462,6 +462,13 @@ pub(crate) fn stop_child(child: &mut std::process::Child, dir: &std::path::Path)
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A loopback port free now (for a server the benchmark starts).
+pub(crate) fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
 pub(crate) fn pct(sorted: &[u32], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;

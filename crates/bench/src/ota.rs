@@ -18,18 +18,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::harness::{
-    Options, Probe, backends, connect, drop_database, post_json, start_server_with, stop_child,
+    Options, Probe, backends, connect, drop_database, free_port, post_json, start_server_with,
+    stop_child,
 };
 use crate::sim::rss_mib;
 
 const BOUNDARY: &str = "plantd-bench-boundary-7e3c";
 const MULTIPART: &str = "multipart/form-data; boundary=plantd-bench-boundary-7e3c";
-
-fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
 
 /// The package: `mib` MiB of bytes that do not compress to nothing.
 fn package_bytes(mib: u64) -> Vec<u8> {

@@ -8,7 +8,8 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 use std::collections::BTreeMap;
 
-use crate::audit_writer::{self, NewAuditRecord};
+use crate::audit_writer::{AuditGroup, NewAuditRecord};
+use crate::group_writer;
 use crate::rows::OrgTable;
 use crate::{Arg, Result, Store, StoreError, Where, like_pattern};
 
@@ -147,9 +148,13 @@ impl Store {
         // The writer holds the database only, so it ends when the last handle's queue is gone.
         let queue = self
             .audit_writer
-            .get_or_init(|| audit_writer::spawn(self.db.clone()));
+            .get_or_init(|| group_writer::spawn::<AuditGroup>(self.db.clone()));
         let id = new_id();
-        audit_writer::write(queue, id.clone(), r, Timestamp::now().millis()).await?;
+        group_writer::write::<AuditGroup>(
+            queue,
+            (id.clone(), r.clone(), Timestamp::now().millis()),
+        )
+        .await?;
         Ok(id)
     }
 

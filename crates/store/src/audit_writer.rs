@@ -1,13 +1,14 @@
-//! The audit writer: records of concurrent requests are written together by one task, in one
-//! transaction (one fsync for all of them), each request still waiting for its record to be
-//! durable. Also the insert that the telemetry writer uses to commit an ingest's record with its
+//! The audit writer: records of concurrent requests are written together in one transaction
+//! (one fsync for all of them) by the group writer (`group_writer.rs`), each request still
+//! waiting for its record to be durable. Also the insert that the telemetry writer uses to commit an ingest's record with its
 //! points.
 
 use plantd_model::audit::{ActorType, AuditEvent, Outcome, Severity};
 
 use crate::backend::Backend;
 use crate::database::{Database, WriteTx};
-use crate::error::{Result, StoreError};
+use crate::error::Result;
+use crate::group_writer::{Group, Queue};
 
 /// What the request pipeline knows of a finished mutation.
 #[derive(Clone, Debug)]
@@ -30,80 +31,35 @@ pub struct NewAuditRecord {
     pub request_id: String,
 }
 
-/// A record waiting for the audit writer: id, record, time, and where to answer.
-type AuditJob = (
-    String,
-    NewAuditRecord,
-    i64,
-    tokio::sync::oneshot::Sender<std::result::Result<(), String>>,
-);
+/// A record waiting for the audit writer: id, record, time.
+pub(crate) type AuditJob = (String, NewAuditRecord, i64);
+
+/// Audit records, written in groups (`group_writer.rs`).
+pub(crate) struct AuditGroup;
 
 /// The audit writer's queue.
-pub(crate) type AuditQueue = tokio::sync::mpsc::Sender<AuditJob>;
+pub(crate) type AuditQueue = Queue<AuditGroup>;
 
-/// Records that may wait for the audit writer before callers wait to queue.
-const AUDIT_QUEUE: usize = 1024;
 /// Records per INSERT (19 parameters each).
 const AUDIT_ROWS_PER_INSERT: usize = 50;
 
-/// Starts the writer task on `db` and returns its queue.
-pub(crate) fn spawn(db: Database) -> AuditQueue {
-    let (tx, rx) = tokio::sync::mpsc::channel(AUDIT_QUEUE);
-    tokio::spawn(run(db, rx));
-    tx
-}
+impl Group for AuditGroup {
+    type Job = AuditJob;
+    type Answer = ();
+    const NAME: &'static str = "audit";
+    const QUEUE: usize = 1024;
+    const PER_TX: usize = 500;
 
-/// Queues a record and waits until it is durable.
-pub(crate) async fn write(
-    queue: &AuditQueue,
-    id: String,
-    r: &NewAuditRecord,
-    ts: i64,
-) -> Result<()> {
-    let (reply, outcome) = tokio::sync::oneshot::channel();
-    let gone = || StoreError::Writer("the audit writer stopped before answering".into());
-    queue
-        .send((id, r.clone(), ts, reply))
-        .await
-        .map_err(|_| gone())?;
-    outcome
-        .await
-        .map_err(|_| gone())?
-        .map_err(|e| StoreError::Writer(format!("audit write failed: {e}")))
-}
-
-/// Writes every record queued behind the first in one transaction, then answers each.
-async fn run(db: Database, mut rx: tokio::sync::mpsc::Receiver<AuditJob>) {
-    while let Some(first) = rx.recv().await {
-        let mut jobs = vec![first];
-        while jobs.len() < 500 {
-            match rx.try_recv() {
-                Ok(job) => jobs.push(job),
-                Err(_) => break,
-            }
-        }
-        let outcome = write_group(&db, &jobs).await;
-        if let Err(e) = &outcome {
-            tracing::error!(error = %plantd_model::error_chain(e), records = jobs.len(), "could not write audit records");
-        }
-        for (_, _, _, reply) in jobs {
-            let _ = reply.send(match &outcome {
-                Ok(()) => Ok(()),
-                Err(e) => Err(plantd_model::error_chain(e)),
-            });
-        }
+    async fn write(db: &Database, jobs: &[AuditJob]) -> Result<Vec<()>> {
+        let mut tx = db.begin_write().await?;
+        let rows: Vec<(&str, &NewAuditRecord, i64)> = jobs
+            .iter()
+            .map(|(id, r, ts)| (id.as_str(), r, *ts))
+            .collect();
+        insert_audit_rows(&mut tx, db.backend, &rows).await?;
+        tx.commit().await?;
+        Ok(vec![(); jobs.len()])
     }
-}
-
-async fn write_group(db: &Database, jobs: &[AuditJob]) -> Result<()> {
-    let mut tx = db.begin_write().await?;
-    let rows: Vec<(&str, &NewAuditRecord, i64)> = jobs
-        .iter()
-        .map(|(id, r, ts, _)| (id.as_str(), r, *ts))
-        .collect();
-    insert_audit_rows(&mut tx, db.backend, &rows).await?;
-    tx.commit().await?;
-    Ok(())
 }
 
 /// Inserts audit records `(id, record, time)` inside a write transaction: the audit writer's,

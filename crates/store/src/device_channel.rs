@@ -271,20 +271,21 @@ impl Store {
         firmware_version: Option<&str>,
         now: Timestamp,
     ) -> Result<()> {
+        use crate::heartbeat_writer::{Heartbeat, HeartbeatGroup};
         let queue = self
             .heartbeat_writer
-            .get_or_init(|| crate::heartbeat_writer::spawn(self.db.clone()));
-        crate::heartbeat_writer::write(
-            queue,
-            crate::heartbeat_writer::Heartbeat {
-                org_id: org_id.to_string(),
-                device_id: device_id.to_string(),
-                figures: heartbeat.to_string(),
-                firmware_version: firmware_version.map(str::to_string),
-                at: now,
-            },
-        )
-        .await
+            .get_or_init(|| crate::group_writer::spawn::<HeartbeatGroup>(self.db.clone()));
+        let h = Heartbeat {
+            org_id: org_id.to_string(),
+            device_id: device_id.to_string(),
+            figures: heartbeat.to_string(),
+            firmware_version: firmware_version.map(str::to_string),
+            at: now,
+        };
+        match crate::group_writer::write::<HeartbeatGroup>(queue, h).await? {
+            true => Ok(()),
+            false => Err(StoreError::NotFound),
+        }
     }
 
     /// Records when devices were last seen (`(org_id, device_id, at)`), in one transaction;

@@ -144,6 +144,36 @@ pub(crate) fn placeholders(first: usize, n: usize) -> String {
     format!("({})", list.join(", "))
 }
 
+/// The `WHERE` of the organization's devices that `filter` selects (status, group, all of the
+/// tags).
+fn device_where(org_id: &str, filter: &DeviceFilter) -> Where {
+    let mut w = Where::new();
+    w.push("org_id = ?", [Arg::Text(org_id.into())]);
+    if let Some(s) = filter.status {
+        w.push("status = ?", [Arg::Text(s.as_str().into())]);
+    }
+    if let Some(g) = &filter.group_id {
+        w.push(
+            "id IN (SELECT device_id FROM device_group_members WHERE group_id = ?)",
+            [Arg::Text(g.clone())],
+        );
+    }
+    if !filter.tags.is_empty() {
+        let marks = vec!["?"; filter.tags.len()].join(", ");
+        let mut args: Vec<Arg> = vec![Arg::Text(org_id.into())];
+        args.extend(filter.tags.iter().map(|t| Arg::Text(t.clone())));
+        args.push(Arg::Int(filter.tags.len() as i64));
+        w.push(
+            &format!(
+                "id IN (SELECT device_id FROM device_tags WHERE org_id = ? AND tag IN ({marks}) \
+                 GROUP BY device_id HAVING COUNT(*) = ?)"
+            ),
+            args,
+        );
+    }
+    w
+}
+
 /// Fills in the groups of `devices` (one query for all).
 async fn with_groups(conn: &mut AnyConnection, mut devices: Vec<Device>) -> Result<Vec<Device>> {
     if devices.is_empty() {
@@ -297,30 +327,7 @@ impl Store {
         filter: &DeviceFilter,
         (limit, offset): (i64, i64),
     ) -> Result<(Vec<Device>, u64)> {
-        let mut w = Where::new();
-        w.push("org_id = ?", [Arg::Text(org_id.into())]);
-        if let Some(s) = filter.status {
-            w.push("status = ?", [Arg::Text(s.as_str().into())]);
-        }
-        if let Some(g) = &filter.group_id {
-            w.push(
-                "id IN (SELECT device_id FROM device_group_members WHERE group_id = ?)",
-                [Arg::Text(g.clone())],
-            );
-        }
-        if !filter.tags.is_empty() {
-            let marks = vec!["?"; filter.tags.len()].join(", ");
-            let mut args: Vec<Arg> = vec![Arg::Text(org_id.into())];
-            args.extend(filter.tags.iter().map(|t| Arg::Text(t.clone())));
-            args.push(Arg::Int(filter.tags.len() as i64));
-            w.push(
-                &format!(
-                    "id IN (SELECT device_id FROM device_tags WHERE org_id = ? AND tag IN ({marks}) \
-                     GROUP BY device_id HAVING COUNT(*) = ?)"
-                ),
-                args,
-            );
-        }
+        let w = device_where(org_id, filter);
         let count = format!("SELECT COUNT(*) AS n FROM devices{}", w.sql());
         let total: i64 = w
             .bind(sqlx::query(sqlx::AssertSqlSafe(count)))
@@ -342,6 +349,18 @@ impl Store {
         let devices = rows.iter().map(device_from_row).collect::<Result<_>>()?;
         let mut conn = self.pool().acquire().await?;
         Ok((with_groups(&mut conn, devices).await?, total as u64))
+    }
+
+    /// The ids of every device of the organization `filter` selects, in id order (UUID v7:
+    /// registration order).
+    pub async fn device_ids(&self, org_id: &str, filter: &DeviceFilter) -> Result<Vec<String>> {
+        let w = device_where(org_id, filter);
+        let sql = format!("SELECT id FROM devices{} ORDER BY id", w.sql());
+        let rows = w
+            .bind(sqlx::query(sqlx::AssertSqlSafe(sql)))
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(|r| Ok(r.try_get("id")?)).collect()
     }
 
     /// Changes a device's fields, groups and tags together.

@@ -16,6 +16,7 @@ mod database;
 mod device_channel;
 mod devices;
 mod error;
+mod group_writer;
 mod heartbeat_writer;
 mod identity;
 mod lease;

@@ -187,41 +187,6 @@ fn binds<'q>(
 }
 
 impl Store {
-    /// The organization's devices in a group, oldest first; `NotFound` for no such group.
-    pub async fn group_device_ids(&self, org_id: &str, group_id: &str) -> Result<Vec<String>> {
-        sqlx::query("SELECT 1 AS one FROM device_groups WHERE org_id = $1 AND id = $2")
-            .bind(org_id)
-            .bind(group_id)
-            .fetch_optional(self.pool())
-            .await?
-            .ok_or(StoreError::NotFound)?;
-        let rows = sqlx::query(
-            "SELECT device_id FROM device_group_members WHERE org_id = $1 AND group_id = $2 ORDER BY device_id",
-        )
-        .bind(org_id)
-        .bind(group_id)
-        .fetch_all(self.pool())
-        .await?;
-        rows.iter().map(|r| Ok(r.try_get("device_id")?)).collect()
-    }
-
-    /// The organization's devices carrying every one of `tags`, oldest first.
-    pub async fn tagged_device_ids(&self, org_id: &str, tags: &[String]) -> Result<Vec<String>> {
-        if tags.is_empty() {
-            return Ok(Vec::new());
-        }
-        let sql = format!(
-            "SELECT device_id FROM device_tags WHERE org_id = $1 AND tag IN {} \
-             GROUP BY device_id HAVING COUNT(DISTINCT tag) = {} ORDER BY device_id",
-            placeholders(2, tags.len()),
-            tags.len()
-        );
-        let rows = binds(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(org_id), tags)
-            .fetch_all(self.pool())
-            .await?;
-        rows.iter().map(|r| Ok(r.try_get("device_id")?)).collect()
-    }
-
     /// Which of `ids` are the organization's devices.
     pub async fn org_device_ids(&self, org_id: &str, ids: &[String]) -> Result<Vec<String>> {
         if ids.is_empty() {

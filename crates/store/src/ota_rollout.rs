@@ -269,6 +269,20 @@ impl Store {
         Ok(Some((d, told)))
     }
 
+    /// Whether the deployment has pending devices in its started phases (devices that joined
+    /// the targets): a read, so that the engine's pass writes only when there is someone to tell.
+    pub async fn has_joined(&self, d: &Deployment) -> Result<bool> {
+        Ok(sqlx::query(
+            "SELECT 1 AS one FROM ota_deployment_devices \
+             WHERE deployment_id = $1 AND state = 'pending' AND phase <= $2 LIMIT 1",
+        )
+        .bind(&d.id)
+        .bind(d.current_phase as i64)
+        .fetch_optional(self.pool())
+        .await?
+        .is_some())
+    }
+
     /// Tells the pending devices of started phases (devices that joined the targets), if the
     /// deployment is still in progress.
     pub async fn notify_joined(&self, d: &Deployment, command: &OtaCommand) -> Result<Vec<String>> {
@@ -490,17 +504,28 @@ impl Store {
     }
 
     /// Fails every device whose deadline passed without a final report; returns how many.
+    /// The engine asks every second: a read finds whether any deadline passed, and only then
+    /// is there a write transaction (on SQLite, a synced commit a second for nothing otherwise).
     pub async fn time_out_ota_devices(&self, now: Timestamp) -> Result<u64> {
-        let mut tx = self.begin_write().await?;
         let open: Vec<String> = DeviceState::OPEN
             .iter()
             .map(|s| format!("'{}'", s.as_str()))
             .collect();
+        let due = format!("deadline_at < $1 AND state IN ({})", open.join(", "));
+        let any = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT 1 AS one FROM ota_deployment_devices WHERE {due} LIMIT 1"
+        )))
+        .bind(now.millis())
+        .fetch_optional(self.pool())
+        .await?;
+        if any.is_none() {
+            return Ok(0);
+        }
+        let mut tx = self.begin_write().await?;
         let sql = format!(
             "UPDATE ota_deployment_devices SET message = CASE WHEN state = 'rolling_back' \
              THEN 'the rollback was not confirmed in time' ELSE 'no answer in time (device_timeout_seconds)' END, \
-             state = 'failed', updated_at = $1 WHERE deadline_at < $1 AND state IN ({})",
-            open.join(", ")
+             state = 'failed', updated_at = $1 WHERE {due}"
         );
         let done = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(now.millis())
