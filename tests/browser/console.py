@@ -14,6 +14,7 @@ import time
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
@@ -280,10 +281,151 @@ def run(d):
     shot(d, "ota-deployment")
     ok("ota_pages")
 
-    errors = [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
+    drained = ml_datasets(d)
+
+    errors = drained + [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
     assert not errors, json.dumps(errors, indent=1)
     ok("no_console_errors")
     print(f"screenshots: {SHOTS}", flush=True)
+
+
+TEXT_OF = "const t = document.getElementById(arguments[0]); return t ? t.textContent : ''"
+
+
+def ml_datasets(d):
+    """ML datasets: a CSV file refused (each bad line listed), then uploaded to the dataset it
+    created; its page (column profiles with histograms), two label classes, the labeling page
+    driven by keys (label, label, skip, flag, undo twice: the API has the rows as before), a
+    version, a range rule validated to its grade, and a dataset from telemetry whose labeling page
+    draws the trend around the row. Returns the browser's severe log entries it read (the refused
+    upload's 400 excepted), since reading the log empties it."""
+    good = os.path.join(SHOTS, "readings.csv")
+    bad = os.path.join(SHOTS, "readings-bad.csv")
+    temps = [21.5, 22.0, 22.4, 80.0, 21.9, 22.8, 23.1, 22.2]   # one of 8 out of 0..50: score 87.5, grade B
+    with open(good, "w") as f:
+        f.write("timestamp,temp,pressure,state\n")
+        for i, t in enumerate(temps):
+            f.write(f"2026-01-01T00:{i:02d}:00Z,{t},{1 + i / 100:.2f},{'warn' if i % 3 == 0 else 'ok'}\n")
+    with open(bad, "w") as f:
+        f.write("timestamp,temp,pressure,state\n2026-01-01T00:00:00Z,21.5,1.00,ok\n"
+                "2026-01-01T00:01:00Z,22.0\n2026-01-01T00:02:00Z,22.4,1.02,ok,extra\n")
+    severe = [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
+
+    d.get(BASE + "/ml/datasets")
+    d.find_element(By.ID, "ds-name").send_keys("Browser check readings")
+    file_input = d.find_element(By.ID, "ds-file")
+    file_input.send_keys(bad)
+    d.find_element(By.CSS_SELECTOR, "#dataset-upload button[type=submit]").click()
+    wait(d, lambda: len(d.find_elements(By.CSS_SELECTOR, "#ds-upload-errors li")) >= 2)
+    refused = d.find_element(By.ID, "ds-upload-errors").text
+    assert "line" in refused, refused
+    assert "without rows" in d.find_element(By.CSS_SELECTOR, "#dataset-upload .form-error").text
+    severe += [e for e in d.get_log("browser") if e["level"] == "SEVERE" and "/upload" not in e["message"]]
+    d.execute_script("arguments[0].value = ''", file_input)
+    file_input.send_keys(good)
+    d.find_element(By.CSS_SELECTOR, "#dataset-upload button[type=submit]").click()
+    # Read in one script: the page reloads after the upload, so elements go stale.
+    dataset_id = wait(d, lambda: d.execute_script(
+        "const r = Array.from(document.querySelectorAll('#datasets tr[data-dataset-id]'))"
+        ".filter(r => r.textContent.includes(arguments[0]));"
+        "return r.length === 1 && r[0].dataset.rows === '8' ? r[0].dataset.datasetId : null",
+        "Browser check readings"))
+    shot(d, "ml-datasets")
+    ok("ml_dataset_uploaded")
+
+    # Its page: every column profiled, number columns with their histogram.
+    d.get(f"{BASE}/ml/datasets/{dataset_id}")
+    for column in ["temp", "pressure"]:
+        bars = d.find_elements(By.CSS_SELECTOR, f"#columns tr[data-column='{column}'] svg.histogram rect")
+        assert len(bars) == 10, (column, len(bars))
+        assert d.find_element(By.CSS_SELECTOR, f"#columns tr[data-column='{column}'] svg.histogram").is_displayed()
+    assert "warn" in d.find_element(By.CSS_SELECTOR, "#columns tr[data-column='state']").text
+    for name in ["normal", "fault"]:
+        d.find_element(By.ID, "class-name").send_keys(name)
+        d.find_element(By.CSS_SELECTOR, "#class-form button[type=submit]").click()
+        wait(d, lambda: name in d.execute_script(TEXT_OF, "label-classes"))
+    classes = {c["name"]: c["id"] for c in api(d, "GET", f"/v1/ml/datasets/{dataset_id}/label-classes")["json"]["data"]}
+    shot(d, "ml-dataset")
+    ok("ml_dataset_page")
+
+    # The labeling page, by keys: 1 and 2 label rows 1 and 2, s skips row 3, f flags row 4; u undoes
+    # the flag, u again the skip (back on row 3). The counts follow; the API has rows 3 and 4 as before.
+    d.get(f"{BASE}/ml/datasets/{dataset_id}/label")
+    wait(d, lambda: d.execute_script("return !!(window.plantdLabel && window.plantdLabel.ready)"))
+    assert d.find_element(By.ID, "row-id").text == "1"
+
+    def press(key, then_row):
+        ActionChains(d).send_keys(key).perform()
+        wait(d, lambda: d.execute_script(
+            "const h = window.plantdLabel; return h.pending === 0 && h.row === arguments[0]", then_row))
+
+    def shown(*ids):
+        return tuple(d.find_element(By.ID, i).text for i in ids)
+
+    def class_count(name):
+        return d.find_element(By.CSS_SELECTOR, f"#class-buttons button[data-class-id='{classes[name]}'] .count").text
+
+    progress = lambda: d.find_element(By.ID, "label-progress").get_attribute("value")
+    press("1", 2)
+    assert shown("count-labeled", "count-skipped") == ("1", "0") and class_count("normal") == "1"
+    press("2", 3)
+    assert shown("count-labeled") == ("2",) and class_count("fault") == "1"
+    press("s", 4)
+    assert shown("count-labeled", "count-skipped") == ("2", "1") and progress() == "3", progress()
+    press("f", 4)
+    assert shown("count-flagged") == ("1",)
+    assert d.find_element(By.ID, "row-state").get_attribute("data-flagged") == "true"
+    shot(d, "ml-label")
+    press("u", 4)
+    assert shown("count-flagged") == ("0",)
+    press("u", 3)
+    assert shown("row-id", "count-labeled", "count-skipped") == ("3", "2", "0") and progress() == "2", progress()
+    rows = api(d, "GET", f"/v1/ml/datasets/{dataset_id}/preview?page=1&per_page=100")["json"]["data"]["rows"]
+    states = {r["row_id"]: (r["label_class_id"], r["skipped"], r["flagged"]) for r in rows}
+    assert states[1] == (classes["normal"], False, False), states
+    assert states[2] == (classes["fault"], False, False), states
+    assert states[3] == (None, False, False) and states[4] == (None, False, False), states
+    ok("ml_labeling_keys")
+
+    # A version from the page, two versions' worth compared, a range rule and a validation's grade.
+    d.get(f"{BASE}/ml/datasets/{dataset_id}")
+    d.find_element(By.ID, "version-notes").send_keys("two rows labelled")
+    d.find_element(By.CSS_SELECTOR, "#version-form button[type=submit]").click()
+    wait(d, lambda: d.execute_script("return !!document.querySelector(\"#versions tr[data-version='1.0']\")"))
+    assert "two rows labelled" in d.execute_script(TEXT_OF, "versions")
+    d.find_element(By.CSS_SELECTOR, "#compare-form button[type=submit]").click()
+    wait(d, lambda: d.find_elements(By.CSS_SELECTOR, "#compare-summary tr[data-field='rows_added']"))
+    assert d.find_element(By.CSS_SELECTOR, "#compare-summary tr[data-field='rows_added'] td").text == "0"
+    d.find_element(By.ID, "rule-name").send_keys("temperature in range")
+    Select(d.find_element(By.ID, "rule-type")).select_by_value("range")
+    Select(d.find_element(By.ID, "rule-column")).select_by_value("temp")
+    d.find_element(By.ID, "rule-min").send_keys("0")
+    d.find_element(By.ID, "rule-max").send_keys("50")
+    d.find_element(By.CSS_SELECTOR, "#rule-form button[type=submit]").click()
+    wait(d, lambda: "temperature in range" in d.execute_script(TEXT_OF, "validation-rules"))
+    d.find_element(By.ID, "validate-button").click()
+    wait(d, lambda: d.execute_script("return !!(window.plantdDatasets && window.plantdDatasets.validations > 0)"))
+    grade = d.find_element(By.CSS_SELECTOR, "#validation .grade").text
+    assert grade == "B", grade
+    assert d.find_element(By.CSS_SELECTOR, "#validation-issues td[data-violations]").text == "1"
+    shot(d, "ml-validation")
+    ok("ml_version_and_validation")
+
+    # From telemetry (the form's default range: the last 24 hours, up to now): its labeling page
+    # draws the trend around the row.
+    d.get(BASE + "/ml/datasets")
+    d.find_element(By.ID, "tm-name").send_keys("Browser check trend")
+    d.find_element(By.ID, "tm-assets").send_keys("Pump_01")
+    d.find_element(By.ID, "tm-tags").send_keys("Vibration_X")
+    Select(d.find_element(By.ID, "tm-interval")).select_by_value("1m")
+    d.find_element(By.CSS_SELECTOR, "#dataset-telemetry button[type=submit]").click()
+    wait(d, lambda: d.find_elements(By.ID, "dataset-facts"))
+    d.find_element(By.ID, "label-link").click()
+    wait(d, lambda: d.execute_script("return !!(window.plantdLabel && window.plantdLabel.ready)"))
+    wait(d, lambda: d.find_elements(By.CSS_SELECTOR, "#row-trend canvas"))
+    shot(d, "ml-trend")
+    ok("ml_telemetry_trend")
+    return severe
 
 
 def add_line_chart(d):

@@ -3,6 +3,8 @@
 //! authenticated caller.
 
 use axum::body::Bytes;
+use axum::extract::Multipart;
+use axum::extract::multipart::{Field, MultipartError, MultipartRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header;
 use axum::http::request::Parts;
@@ -162,4 +164,56 @@ impl<S: Send + Sync> FromRequestParts<S> for Auth {
             .map(Auth)
             .ok_or_else(|| ApiError::Authentication("authentication required".into()))
     }
+}
+
+/// The largest text field of a multipart form.
+const MAX_FIELD_BYTES: usize = 64 * 1024;
+
+/// A multipart/form-data body, or `400` on `body` saying which fields the form takes.
+pub fn multipart_form(
+    form: Result<Multipart, MultipartRejection>,
+    fields: &str,
+) -> Result<Multipart, ApiError> {
+    form.map_err(|e| {
+        ApiError::validation(
+            "body",
+            format!(
+                "must be multipart/form-data with {fields}: {}",
+                e.body_text()
+            ),
+        )
+    })
+}
+
+/// A multipart body that breaks off or is malformed: `400` on `file`.
+pub fn form_error(e: MultipartError) -> ApiError {
+    ApiError::validation(
+        "file",
+        format!(
+            "the multipart body is malformed or cut short: {}",
+            e.body_text()
+        ),
+    )
+}
+
+/// A field's bytes, at most `max` of them (else `400` on the field).
+pub async fn field_bytes(field: Field<'_>, name: &str, max: usize) -> Result<Vec<u8>, ApiError> {
+    let mut field = field;
+    let mut bytes = Vec::new();
+    while let Some(chunk) = field.chunk().await.map_err(form_error)? {
+        bytes.extend_from_slice(&chunk);
+        if bytes.len() > max {
+            return Err(ApiError::validation(
+                name,
+                format!("must be at most {max} bytes"),
+            ));
+        }
+    }
+    Ok(bytes)
+}
+
+/// A text field of a multipart form (UTF-8, at most 64 KiB).
+pub async fn text_field(field: Field<'_>, name: &str) -> Result<String, ApiError> {
+    let bytes = field_bytes(field, name, MAX_FIELD_BYTES).await?;
+    String::from_utf8(bytes).map_err(|_| ApiError::validation(name, "must be UTF-8 text"))
 }

@@ -34,6 +34,8 @@ pub(crate) enum Suite {
     Fleet,
     /// A firmware deployment to a fleet, and package downloads beside python3 -m http.server.
     Ota,
+    /// An ML dataset's upload, validation and profile, beside pandas on the same file.
+    MlDatasets,
 }
 
 /// Benchmarks of plantd that print tables, each running the release server as a separate
@@ -100,6 +102,9 @@ pub(crate) struct Options {
     /// OTA: downloads at once in the throughput rows.
     #[arg(long, default_value_t = 100)]
     pub(crate) concurrent_downloads: usize,
+    /// ML datasets: data rows of the CSV file (10 columns).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub(crate) rows: u64,
     #[arg(skip)]
     pub(crate) postgres_url: Option<String>,
     #[arg(skip)]

@@ -1,5 +1,6 @@
 //! `plantd-bench SUITE`: benchmarks of plantd that print tables (not tests), each running the
-//! release server as a separate process: `api`, `identity`, `console`, `telemetry`, `sim`, `connectors`, `alerts`, `licenses`, `fleet`, `ota`
+//! release server as a separate process: `api`, `identity`, `console`, `telemetry`, `sim`, `connectors`, `alerts`, `licenses`, `fleet`, `ota`,
+//! `ml-datasets`
 //! (docs/benchmarks.md).
 
 mod alerts;
@@ -10,6 +11,7 @@ mod fleet;
 mod harness;
 mod identity;
 mod licenses;
+mod ml_datasets;
 mod ota;
 mod sim;
 mod telemetry;
@@ -31,5 +33,6 @@ async fn main() -> Result<()> {
         Suite::Api => api::run(&o).await,
         Suite::Fleet => fleet::run(&o).await,
         Suite::Ota => ota::run(&o).await,
+        Suite::MlDatasets => ml_datasets::run(&o).await,
     }
 }

@@ -57,11 +57,12 @@ pub enum AuditCategory {
     Licenses,
     Fleet,
     Assets,
+    Ml,
     Audit,
 }
 
 impl AuditCategory {
-    pub const ALL: [AuditCategory; 17] = [
+    pub const ALL: [AuditCategory; 18] = [
         AuditCategory::System,
         AuditCategory::DataSources,
         AuditCategory::Dashboards,
@@ -78,6 +79,7 @@ impl AuditCategory {
         AuditCategory::Licenses,
         AuditCategory::Fleet,
         AuditCategory::Assets,
+        AuditCategory::Ml,
         AuditCategory::Audit,
     ];
 
@@ -99,6 +101,7 @@ impl AuditCategory {
             AuditCategory::Licenses => "licenses",
             AuditCategory::Fleet => "fleet",
             AuditCategory::Assets => "assets",
+            AuditCategory::Ml => "ml",
             AuditCategory::Audit => "audit",
         }
     }
@@ -286,6 +289,28 @@ audit_events! {
     OtaDeploymentRollback => "ota_deployment.rollback", Fleet, "ota_deployment", Warning;
     OtaDeploymentContinue => "ota_deployment.continue", Fleet, "ota_deployment", Info;
     OtaDeploymentAdvance => "ota_deployment.advance", Fleet, "ota_deployment", Info;
+    MlDatasetList => "ml_dataset.list", Ml, "ml_dataset", Info;
+    MlDatasetCreate => "ml_dataset.create", Ml, "ml_dataset", Info;
+    MlDatasetRead => "ml_dataset.read", Ml, "ml_dataset", Info;
+    MlDatasetUpload => "ml_dataset.upload", Ml, "ml_dataset", Info;
+    MlDatasetPreview => "ml_dataset.preview", Ml, "ml_dataset", Info;
+    MlLabelClassList => "ml_label_class.list", Ml, "ml_label_class", Info;
+    MlLabelClassCreate => "ml_label_class.create", Ml, "ml_label_class", Info;
+    MlRowLabel => "ml_row.label", Ml, "ml_dataset", Info;
+    MlRowUnlabel => "ml_row.unlabel", Ml, "ml_dataset", Info;
+    MlRowSkip => "ml_row.skip", Ml, "ml_dataset", Info;
+    MlRowFlag => "ml_row.flag", Ml, "ml_dataset", Info;
+    MlLabelsImport => "ml_labels.import", Ml, "ml_dataset", Info;
+    MlLabelsExport => "ml_labels.export", Ml, "ml_dataset", Info;
+    MlVersionList => "ml_dataset_version.list", Ml, "ml_dataset_version", Info;
+    MlVersionCreate => "ml_dataset_version.create", Ml, "ml_dataset_version", Info;
+    MlVersionRead => "ml_dataset_version.read", Ml, "ml_dataset_version", Info;
+    MlVersionCompare => "ml_dataset_version.compare", Ml, "ml_dataset_version", Info;
+    MlVersionRollback => "ml_dataset_version.rollback", Ml, "ml_dataset_version", Warning;
+    MlRuleList => "ml_validation_rule.list", Ml, "ml_validation_rule", Info;
+    MlRuleCreate => "ml_validation_rule.create", Ml, "ml_validation_rule", Info;
+    MlDatasetValidate => "ml_dataset.validate", Ml, "ml_dataset", Info;
+    MlDatasetQuality => "ml_dataset.quality", Ml, "ml_dataset", Info;
 
     TagList => "tag.list", Assets, "tag", Info;
     TagRead => "tag.read", Assets, "tag", Info;

@@ -12,6 +12,7 @@ mod id;
 pub mod identity;
 pub mod json;
 pub mod license;
+pub mod ml;
 pub mod org;
 pub mod ota;
 pub mod page;

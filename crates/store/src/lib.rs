@@ -22,6 +22,8 @@ mod identity;
 mod lease;
 mod licenses;
 mod migrate;
+mod ml_datasets;
+mod ml_rows;
 mod notifications;
 mod notify;
 mod oauth;
@@ -55,6 +57,8 @@ pub use error::{Result, StoreError};
 pub use identity::{AccountTokenKind, NewAccountToken, NewSession, UsedAccountToken};
 pub use lease::{CONNECTORS_LEASE, Lease};
 pub use licenses::{Activated, LicenseFilter, NewLicense, ProductFields};
+pub use ml_datasets::NewDataset;
+pub use ml_rows::{LabelChange, Span};
 pub use notifications::{
     AlertEvent, NewNotification, Notification, NotificationFilter, NotificationSettings,
 };

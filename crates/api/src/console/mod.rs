@@ -14,6 +14,7 @@ mod kit;
 mod layout;
 mod licenses;
 mod members;
+mod ml_datasets;
 mod ota;
 mod overview;
 mod page;
@@ -33,7 +34,7 @@ use crate::state::AppState;
 const ADMINS_ONLY: &str = "this page is for owners and admins";
 
 /// Every page of the console, in navigation order.
-pub(crate) static PAGES: [ConsolePage; 18] = [
+pub(crate) static PAGES: [ConsolePage; 21] = [
     ConsolePage {
         path: "/",
         title: "Overview",
@@ -153,6 +154,30 @@ pub(crate) static PAGES: [ConsolePage; 18] = [
         route: || get(ota::deployment),
     },
     ConsolePage {
+        path: "/ml/datasets",
+        title: "Datasets",
+        section: "/ml/datasets",
+        nav: true,
+        needs: None,
+        route: || get(ml_datasets::datasets),
+    },
+    ConsolePage {
+        path: "/ml/datasets/{id}",
+        title: "Dataset",
+        section: "/ml/datasets",
+        nav: false,
+        needs: None,
+        route: || get(ml_datasets::dataset),
+    },
+    ConsolePage {
+        path: "/ml/datasets/{id}/label",
+        title: "Label rows",
+        section: "/ml/datasets",
+        nav: false,
+        needs: None,
+        route: || get(ml_datasets::labeling),
+    },
+    ConsolePage {
         path: "/api-keys",
         title: "API keys",
         section: "/api-keys",
@@ -219,7 +244,7 @@ pub fn router(state: AppState) -> Router<AppState> {
 }
 
 /// The embedded files: path under `/assets/`, content type, bytes.
-const ASSETS: [(&str, &str, &[u8]); 11] = [
+const ASSETS: [(&str, &str, &[u8]); 13] = [
     (
         "docs.css",
         "text/css; charset=utf-8",
@@ -249,6 +274,16 @@ const ASSETS: [(&str, &str, &[u8]); 11] = [
         "ota.js",
         "text/javascript; charset=utf-8",
         include_bytes!("../../assets/ota.js"),
+    ),
+    (
+        "ml_datasets.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../../assets/ml_datasets.js"),
+    ),
+    (
+        "ml_label.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../../assets/ml_label.js"),
     ),
     (
         "dashboard.js",

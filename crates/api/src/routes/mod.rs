@@ -10,6 +10,7 @@ mod dashboards;
 mod data_sources;
 mod fleet;
 mod licenses;
+mod ml_datasets;
 mod notifications;
 mod oauth_apps;
 mod orgs;
@@ -43,6 +44,7 @@ pub fn all() -> Vec<Route> {
         products::routes(),
         licenses::routes(),
         fleet::routes(),
+        ml_datasets::routes(),
         ota::routes(),
         audit::routes(),
     ]

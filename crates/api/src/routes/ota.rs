@@ -3,7 +3,7 @@
 //! deployments with their devices, cancel, rollback and continue. `read:assets` reads,
 //! `write:assets` changes; a device downloads with its own password as its bearer token.
 
-use axum::extract::multipart::{Field, MultipartError, MultipartRejection};
+use axum::extract::multipart::MultipartRejection;
 use axum::extract::{Multipart, Request, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
@@ -18,7 +18,7 @@ use plantd_model::page::PageQuery;
 use super::licenses::PublicKeyView;
 use crate::envelope::{Data, List, created, list, ok, page_of_query, paged_query};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Auth, ById, ValidJson, ValidQuery};
+use crate::extract::{Auth, ById, ValidJson, ValidQuery, form_error, multipart_form, text_field};
 use crate::routing::{Policy, Route, route};
 use crate::state::AppState;
 
@@ -109,34 +109,6 @@ async fn list_packages(
     Ok(list(page, paged, |p| p))
 }
 
-/// The largest text field of the form.
-const MAX_FIELD_BYTES: usize = 64 * 1024;
-
-fn form_error(e: MultipartError) -> ApiError {
-    ApiError::validation(
-        "file",
-        format!(
-            "the multipart body is malformed or cut short: {}",
-            e.body_text()
-        ),
-    )
-}
-
-async fn text_field(field: Field<'_>, name: &str) -> ApiResult<String> {
-    let mut field = field;
-    let mut bytes = Vec::new();
-    while let Some(chunk) = field.chunk().await.map_err(form_error)? {
-        bytes.extend_from_slice(&chunk);
-        if bytes.len() > MAX_FIELD_BYTES {
-            return Err(ApiError::validation(
-                name,
-                format!("must be at most {MAX_FIELD_BYTES} bytes"),
-            ));
-        }
-    }
-    String::from_utf8(bytes).map_err(|_| ApiError::validation(name, "must be UTF-8 text"))
-}
-
 /// Upload a package (multipart/form-data: `file` and `version` required; `name`,
 /// `device_type`, `release_notes` optional). The file is streamed to disk with its SHA-256
 /// computed on the way, stored once per content, and its manifest signed; the package is a
@@ -150,15 +122,7 @@ async fn upload_package(
     caller: Auth,
     form: Result<Multipart, MultipartRejection>,
 ) -> ApiResult<Response> {
-    let mut form = form.map_err(|e| {
-        ApiError::validation(
-            "body",
-            format!(
-                "must be multipart/form-data with the fields file and version: {}",
-                e.body_text()
-            ),
-        )
-    })?;
+    let mut form = multipart_form(form, "the fields file and version")?;
     let mut fields = PackageFields::default();
     let mut upload: Option<PackageUpload> = None;
     while let Some(mut field) = form.next_field().await.map_err(form_error)? {

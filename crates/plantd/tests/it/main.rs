@@ -17,6 +17,7 @@ mod fleet;
 mod identity;
 mod licenses;
 mod metrics;
+mod ml_datasets;
 mod oauth;
 mod orgs_users_audit;
 mod ota;
