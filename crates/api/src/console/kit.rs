@@ -229,3 +229,18 @@ pub(crate) fn pager(path: &str, params: &[(&str, &str)], page: usize, pages: usi
         }
     }
 }
+
+/// A size in bytes as a person reads it: `512 B`, `3.4 KiB`, `12.0 MiB`, `1.2 GiB`.
+pub(crate) fn byte_size(n: u64) -> String {
+    const KIB: f64 = 1024.0;
+    let x = n as f64;
+    if x >= KIB * KIB * KIB {
+        format!("{:.1} GiB", x / (KIB * KIB * KIB))
+    } else if x >= KIB * KIB {
+        format!("{:.1} MiB", x / (KIB * KIB))
+    } else if x >= KIB {
+        format!("{:.1} KiB", x / KIB)
+    } else {
+        format!("{n} B")
+    }
+}

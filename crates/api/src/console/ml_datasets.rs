@@ -17,23 +17,9 @@ use plantd_model::telemetry::{Aggregation, Interval};
 use serde_json::Value;
 
 use super::browser::Browser;
-use super::kit::{ALL, OrPage, PathId, action_button, field, format_value, time};
+use super::kit::{ALL, OrPage, PathId, action_button, byte_size, field, format_value, time};
 use super::layout::{shell, shell_titled};
 use crate::state::AppState;
-
-fn bytes(n: u64) -> String {
-    const KIB: f64 = 1024.0;
-    let x = n as f64;
-    if x >= KIB * KIB * KIB {
-        format!("{:.1} GiB", x / (KIB * KIB * KIB))
-    } else if x >= KIB * KIB {
-        format!("{:.1} MiB", x / (KIB * KIB))
-    } else if x >= KIB {
-        format!("{:.1} KiB", x / KIB)
-    } else {
-        format!("{n} B")
-    }
-}
 
 fn interval_text(i: Interval) -> &'static str {
     match i {
@@ -327,7 +313,7 @@ fn facts(d: &Dataset) -> Markup {
             dt { "Source" } dd { (source_text(&d.source)) }
             dt { "Rows" } dd data-rows=(d.row_count) { (d.row_count) }
             dt { "Columns" } dd { (d.columns.len()) }
-            dt { "Storage" } dd { (bytes(d.size_bytes)) " compressed, from " (bytes(d.file_size_bytes)) " of CSV" }
+            dt { "Storage" } dd { (byte_size(d.size_bytes)) " compressed, from " (byte_size(d.file_size_bytes)) " of CSV" }
             dt { "Current version" } dd { @if let Some(v) = &d.current_version { code { (v) } } @else { "none yet" } }
             dt { "Labels" } dd { (d.labels.labeled) " labelled · " (d.labels.skipped) " skipped · " (d.labels.flagged) " flagged" }
             dt { "Created" } dd { (time(d.created_at)) " by " (d.created_by) }

@@ -11,18 +11,9 @@ use plantd_model::ota::{DeploymentStatus, DeviceState, PackageStatus, Targets};
 use plantd_model::page::Page;
 
 use super::browser::Browser;
-use super::kit::{ALL, OrPage, PathId, action_button, field, maybe_time, time};
+use super::kit::{ALL, OrPage, PathId, action_button, byte_size, field, maybe_time, time};
 use super::layout::{shell, shell_titled};
 use crate::state::AppState;
-
-fn size(bytes: u64) -> String {
-    const MIB: f64 = 1024.0 * 1024.0;
-    if bytes as f64 >= MIB {
-        format!("{:.1} MiB", bytes as f64 / MIB)
-    } else {
-        format!("{:.1} KiB", bytes as f64 / 1024.0)
-    }
-}
 
 fn deployment_badge(s: DeploymentStatus) -> Markup {
     let class = match s {
@@ -70,7 +61,7 @@ pub(crate) async fn packages(
                         td { (p.name) }
                         td { code { (p.version) } }
                         td { (p.device_type) }
-                        td { (size(p.size_bytes)) }
+                        td { (byte_size(p.size_bytes)) }
                         td { code title=(p.sha256) { (p.sha256[..12]) "…" } }
                         td {
                             @match p.status {

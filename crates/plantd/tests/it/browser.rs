@@ -70,6 +70,11 @@ async fn the_console_in_a_real_browser() {
         "data_source_browsed",
         "fleet_pages",
         "ota_pages",
+        "ml_dataset_uploaded",
+        "ml_dataset_page",
+        "ml_labeling_keys",
+        "ml_version_and_validation",
+        "ml_telemetry_trend",
         "no_console_errors",
     ] {
         assert!(
