@@ -51,6 +51,10 @@ struct Inner {
     seen_devices: SeenDevices,
     /// Wakes the OTA deployment engine.
     ota_wake: tokio::sync::Notify,
+    /// Wakes the ML training worker.
+    ml_wake: tokio::sync::Notify,
+    /// Tells the live scorer that a model was deployed or undeployed.
+    scorer_wake: tokio::sync::Notify,
     started_at: Timestamp,
 }
 
@@ -74,6 +78,8 @@ impl App {
                 passwords: PasswordWork::new(password_threads),
                 seen_devices: SeenDevices::default(),
                 ota_wake: tokio::sync::Notify::new(),
+                ml_wake: tokio::sync::Notify::new(),
+                scorer_wake: tokio::sync::Notify::new(),
                 started_at: Timestamp::now(),
             }),
         }
@@ -151,6 +157,14 @@ impl App {
 
     pub(crate) fn ota_wake(&self) -> &tokio::sync::Notify {
         &self.inner.ota_wake
+    }
+
+    pub(crate) fn ml_wake(&self) -> &tokio::sync::Notify {
+        &self.inner.ml_wake
+    }
+
+    pub(crate) fn scorer_wake(&self) -> &tokio::sync::Notify {
+        &self.inner.scorer_wake
     }
 
     pub(crate) fn seen_devices(&self) -> &SeenDevices {

@@ -31,6 +31,9 @@ pub enum Credential {
     Device {
         id: String,
     },
+    /// The live scorer writing a deployed model's scores (the model's deployment is audited;
+    /// its batches are not).
+    Model,
 }
 
 impl Credential {
@@ -63,6 +66,9 @@ impl Credential {
             Credential::Device { .. } => {
                 format!("a device lacks the '{required}' scope this operation needs")
             }
+            Credential::Model => {
+                format!("the live scorer lacks the '{required}' scope this operation needs")
+            }
         }
     }
 }
@@ -92,6 +98,7 @@ impl Caller {
             Credential::AccessToken { client_id, .. } => client_id,
             Credential::Connector { data_source_id } => data_source_id,
             Credential::Device { id } => id,
+            Credential::Model => "live-scorer",
         }
     }
 
@@ -106,6 +113,7 @@ impl Caller {
             (Credential::AccessToken { client_id, .. }, None) => format!("client:{client_id}"),
             (Credential::Connector { data_source_id }, None) => format!("source:{data_source_id}"),
             (Credential::Device { id }, None) => format!("device:{id}"),
+            (Credential::Model, None) => "live-scorer".into(),
         }
     }
 
@@ -116,6 +124,7 @@ impl Caller {
             Credential::AccessToken { .. } => ActorType::OAuthToken,
             Credential::Connector { .. } => ActorType::Connector,
             Credential::Device { .. } => ActorType::Device,
+            Credential::Model => ActorType::Platform,
         }
     }
 

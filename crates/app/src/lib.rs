@@ -29,6 +29,8 @@ pub mod licenses;
 mod metrics;
 pub mod ml_datasets;
 pub mod ml_labels;
+pub mod ml_models;
+pub mod ml_training;
 pub mod ml_versions;
 pub mod notifications;
 pub mod oauth;

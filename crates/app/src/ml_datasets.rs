@@ -63,6 +63,9 @@ pub struct Preview {
     pub rows: Vec<PreviewRow>,
 }
 
+type Parser = tokio::task::JoinHandle<Result<CsvOutcome, CsvRefusal>>;
+type Writer = tokio::task::JoinHandle<Result<(), StoreError>>;
+
 /// A CSV file being received: parsed on a thread of its own as it arrives, its chunks staged
 /// in the database as they fill; nothing is part of the dataset until [`App::finish_upload`]
 /// found the whole file good. Dropped unfinished, it removes what it staged.
@@ -71,8 +74,8 @@ pub struct DatasetUpload {
     upload_id: String,
     replace: bool,
     bytes: Option<mpsc::Sender<Vec<u8>>>,
-    parser: tokio::task::JoinHandle<Result<CsvOutcome, CsvRefusal>>,
-    writer: tokio::task::JoinHandle<Result<(), StoreError>>,
+    /// The parser and the chunk writer, until [`App::finish_upload`] waits for them.
+    tasks: Option<(Parser, Writer)>,
     size: u64,
     store: plantd_store::Store,
     finished: bool,
@@ -102,7 +105,15 @@ impl Drop for DatasetUpload {
         if !self.finished {
             let store = self.store.clone();
             let id = self.upload_id.clone();
+            // The parser reads to the end of what came, the writer stages its last chunk:
+            // only then is every chunk of the upload there to remove.
+            self.bytes.take();
+            let tasks = self.tasks.take();
             tokio::spawn(async move {
+                if let Some((parser, writer)) = tasks {
+                    let _ = parser.await;
+                    let _ = writer.await;
+                }
                 if let Err(e) = store.discard_upload(&id).await {
                     tracing::warn!(error = %e, "removing the chunks of a broken dataset upload");
                 }
@@ -380,8 +391,7 @@ impl App {
             upload_id,
             replace,
             bytes: Some(bytes_tx),
-            parser,
-            writer,
+            tasks: Some((parser, writer)),
             size: 0,
             store: self.store().clone(),
             finished: false,
@@ -392,10 +402,13 @@ impl App {
     /// one transaction; else nothing is kept and the bad lines are named.
     pub async fn finish_upload(&self, org_id: &str, mut up: DatasetUpload) -> AppResult<Dataset> {
         up.bytes.take();
-        let parsed = (&mut up.parser)
+        let Some((parser, writer)) = up.tasks.take() else {
+            return Err(AppError::invalid("file", "was sent twice"));
+        };
+        let parsed = parser
             .await
             .map_err(|e| AppError::internal("reading an uploaded CSV", e))?;
-        let written = (&mut up.writer)
+        let written = writer
             .await
             .map_err(|e| AppError::internal("storing an uploaded CSV", e))?;
         written?;

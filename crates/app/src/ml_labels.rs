@@ -19,7 +19,7 @@ use crate::error::{AppError, AppResult};
 #[serde(deny_unknown_fields)]
 pub struct NewLabelClass {
     pub name: String,
-    /// `#rrggbb`; default: the next of ten distinct colours.
+    /// `#rrggbb`; default: the first of ten distinct colours no class of the dataset has.
     pub color: Option<String>,
     #[serde(default)]
     pub description: String,
@@ -65,9 +65,16 @@ impl App {
     ) -> AppResult<LabelClass> {
         let existing = self.label_classes(org_id, dataset_id).await?;
         let name = new.name.trim().to_string();
+        // The first colour of the palette no class has yet (in turn once all are taken).
         let color = new
             .color
-            .unwrap_or_else(|| CLASS_COLORS[existing.len() % CLASS_COLORS.len()].to_string())
+            .unwrap_or_else(|| {
+                CLASS_COLORS
+                    .iter()
+                    .find(|c| !existing.iter().any(|e| e.color == **c))
+                    .unwrap_or(&CLASS_COLORS[existing.len() % CLASS_COLORS.len()])
+                    .to_string()
+            })
             .to_ascii_lowercase();
         let mut v = Validator::new();
         check_label_class(&mut v, &name, &color, &new.description);
@@ -150,8 +157,8 @@ impl App {
             .iter()
             .find(|b| !b.is_ascii_whitespace())
             .is_some_and(|b| *b == b'[');
-        // (where, row id as sent, label: None clears)
-        let entries: Vec<(String, Value, Option<String>)> = if json {
+        // (where, row id as sent, label: `Ok(None)` clears, `Err` is not a label)
+        let entries: Vec<(String, Value, Result<Option<String>, Value>)> = if json {
             let items: Vec<Value> = serde_json::from_slice(file).map_err(|e| {
                 AppError::invalid(
                     "file",
@@ -162,9 +169,11 @@ impl App {
                 .into_iter()
                 .enumerate()
                 .map(|(i, item)| {
+                    // A label is a class name; null or "" clears; anything else is refused below.
                     let label = match item.get("label") {
-                        Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
-                        _ => None,
+                        Some(Value::String(s)) if !s.is_empty() => Ok(Some(s.clone())),
+                        Some(Value::String(_)) | Some(Value::Null) => Ok(None),
+                        other => Err(other.cloned().unwrap_or(Value::Null)),
                     };
                     let row = item.get("row_id").cloned().unwrap_or(Value::Null);
                     (format!("[{i}]"), row, label)
@@ -184,7 +193,7 @@ impl App {
                 })?
                 .into_iter()
                 .map(|(line, row, label)| {
-                    let label = (!label.is_empty()).then_some(label);
+                    let label = Ok((!label.is_empty()).then_some(label));
                     (format!("line {line}"), Value::String(row), label)
                 })
                 .collect()
@@ -216,8 +225,11 @@ impl App {
                 continue;
             }
             match label {
-                None => changes.push((row_id, LabelChange::Clear)),
-                Some(name) => match classes.get(&name) {
+                Err(v) => bad.push(format!(
+                    "{at}: label {v} is not a class name (a string) or null"
+                )),
+                Ok(None) => changes.push((row_id, LabelChange::Clear)),
+                Ok(Some(name)) => match classes.get(&name) {
                     Some(id) => changes.push((row_id, LabelChange::Set(id.clone()))),
                     None => bad.push(format!(
                         "{at}: '{name}' is not a label class of the dataset"

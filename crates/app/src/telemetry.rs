@@ -276,6 +276,7 @@ impl App {
         let door = match caller.credential {
             crate::caller::Credential::Connector { .. } => "connector",
             crate::caller::Credential::Device { .. } => "mqtt",
+            crate::caller::Credential::Model => "model",
             _ => "api",
         };
         metrics::counter!("plantd_ingest_batches_total", "door" => door).increment(1);

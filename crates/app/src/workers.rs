@@ -34,6 +34,8 @@ impl App {
             tokio::spawn(crate::connectors::supervise(self.clone(), stopped.clone())),
             tokio::spawn(crate::device_channel::run(self.clone(), stopped.clone())),
             tokio::spawn(crate::ota::run(self.clone(), stopped.clone())),
+            tokio::spawn(crate::ml_training::run(self.clone(), stopped.clone())),
+            tokio::spawn(crate::ml_models::run_scorer(self.clone(), stopped.clone())),
             tokio::spawn(crate::deliveries::run(self.clone(), stopped)),
         ];
         Workers {
@@ -89,8 +91,8 @@ async fn usage_flusher(app: App, mut stop: watch::Receiver<bool>) {
 
 const RETENTION_WORKER: &str = "telemetry_retention";
 
-/// Deletes telemetry past each level's retention, and ended sessions and expired tokens, at
-/// start and then every interval.
+/// Deletes telemetry past each level's retention, ended sessions and expired tokens, and the
+/// chunks of dataset uploads a crash cut off, at start and then every interval.
 async fn retention_worker(app: App, mut stop: watch::Receiver<bool>) {
     app.workers().register(RETENTION_WORKER);
     let mut tick = tokio::time::interval(app.config().retention_interval);
@@ -102,6 +104,11 @@ async fn retention_worker(app: App, mut stop: watch::Receiver<bool>) {
         }
         if let Err(e) = app.delete_expired_identity().await {
             tracing::warn!(error = %plantd_model::error_chain(&e), "could not drop ended sessions and expired tokens; retrying at the next interval");
+        }
+        // Chunks of dataset uploads that a crash cut off (no upload runs for six hours).
+        let cut_off = Timestamp::from_millis(Timestamp::now().millis() - 6 * 3_600_000);
+        if let Err(e) = app.store().discard_stale_uploads(cut_off).await {
+            tracing::warn!(error = %plantd_model::error_chain(&e), "could not remove the chunks of broken dataset uploads; retrying at the next interval");
         }
         let result = app.tsdb().enforce_retention(Timestamp::now()).await;
         match &result {

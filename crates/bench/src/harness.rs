@@ -36,6 +36,8 @@ pub(crate) enum Suite {
     Ota,
     /// An ML dataset's upload, validation and profile, beside pandas on the same file.
     MlDatasets,
+    /// The isolation forest's fit and score beside scikit-learn's on the same data.
+    MlForest,
 }
 
 /// Benchmarks of plantd that print tables, each running the release server as a separate

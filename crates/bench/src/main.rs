@@ -1,7 +1,7 @@
 //! `plantd-bench SUITE`: benchmarks of plantd that print tables (not tests), each running the
-//! release server as a separate process: `api`, `identity`, `console`, `telemetry`, `sim`, `connectors`, `alerts`, `licenses`, `fleet`, `ota`,
-//! `ml-datasets`
-//! (docs/benchmarks.md).
+//! release server as a separate process: `api`, `identity`, `console`, `telemetry`, `sim`,
+//! `connectors`, `alerts`, `licenses`, `fleet`, `ota`, `ml-datasets`; and `ml-forest`, the
+//! isolation forest itself beside scikit-learn (docs/benchmarks.md).
 
 mod alerts;
 mod api;
@@ -12,6 +12,7 @@ mod harness;
 mod identity;
 mod licenses;
 mod ml_datasets;
+mod ml_forest;
 mod ota;
 mod sim;
 mod telemetry;
@@ -34,5 +35,6 @@ async fn main() -> Result<()> {
         Suite::Fleet => fleet::run(&o).await,
         Suite::Ota => ota::run(&o).await,
         Suite::MlDatasets => ml_datasets::run(&o).await,
+        Suite::MlForest => ml_forest::run(&o).await,
     }
 }

@@ -296,12 +296,12 @@ audit_events! {
     MlDatasetPreview => "ml_dataset.preview", Ml, "ml_dataset", Info;
     MlLabelClassList => "ml_label_class.list", Ml, "ml_label_class", Info;
     MlLabelClassCreate => "ml_label_class.create", Ml, "ml_label_class", Info;
-    MlRowLabel => "ml_row.label", Ml, "ml_dataset", Info;
-    MlRowUnlabel => "ml_row.unlabel", Ml, "ml_dataset", Info;
-    MlRowSkip => "ml_row.skip", Ml, "ml_dataset", Info;
-    MlRowFlag => "ml_row.flag", Ml, "ml_dataset", Info;
-    MlLabelsImport => "ml_labels.import", Ml, "ml_dataset", Info;
-    MlLabelsExport => "ml_labels.export", Ml, "ml_dataset", Info;
+    MlRowLabel => "ml_dataset.label_row", Ml, "ml_dataset", Info;
+    MlRowUnlabel => "ml_dataset.unlabel_row", Ml, "ml_dataset", Info;
+    MlRowSkip => "ml_dataset.skip_row", Ml, "ml_dataset", Info;
+    MlRowFlag => "ml_dataset.flag_row", Ml, "ml_dataset", Info;
+    MlLabelsImport => "ml_dataset.import_labels", Ml, "ml_dataset", Info;
+    MlLabelsExport => "ml_dataset.export_labels", Ml, "ml_dataset", Info;
     MlVersionList => "ml_dataset_version.list", Ml, "ml_dataset_version", Info;
     MlVersionCreate => "ml_dataset_version.create", Ml, "ml_dataset_version", Info;
     MlVersionRead => "ml_dataset_version.read", Ml, "ml_dataset_version", Info;
@@ -311,6 +311,16 @@ audit_events! {
     MlRuleCreate => "ml_validation_rule.create", Ml, "ml_validation_rule", Info;
     MlDatasetValidate => "ml_dataset.validate", Ml, "ml_dataset", Info;
     MlDatasetQuality => "ml_dataset.quality", Ml, "ml_dataset", Info;
+    MlTrainingList => "ml_training_job.list", Ml, "ml_training_job", Info;
+    MlTrainingCreate => "ml_training_job.create", Ml, "ml_training_job", Info;
+    MlTrainingRead => "ml_training_job.read", Ml, "ml_training_job", Info;
+    MlTrainingCancel => "ml_training_job.cancel", Ml, "ml_training_job", Warning;
+    MlModelList => "ml_model.list", Ml, "ml_model", Info;
+    MlModelRead => "ml_model.read", Ml, "ml_model", Info;
+    MlModelTest => "ml_model.test", Ml, "ml_model", Info;
+    MlModelDeploy => "ml_model.deploy", Ml, "ml_model", Warning;
+    MlModelUndeploy => "ml_model.undeploy", Ml, "ml_model", Warning;
+    MlModelDownload => "ml_model.download", Ml, "ml_model", Info;
 
     TagList => "tag.list", Assets, "tag", Info;
     TagRead => "tag.read", Assets, "tag", Info;

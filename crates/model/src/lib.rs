@@ -13,6 +13,7 @@ pub mod identity;
 pub mod json;
 pub mod license;
 pub mod ml;
+pub mod ml_models;
 pub mod org;
 pub mod ota;
 pub mod page;

@@ -23,6 +23,7 @@ mod lease;
 mod licenses;
 mod migrate;
 mod ml_datasets;
+mod ml_models;
 mod ml_rows;
 mod notifications;
 mod notify;
@@ -58,6 +59,7 @@ pub use identity::{AccountTokenKind, NewAccountToken, NewSession, UsedAccountTok
 pub use lease::{CONNECTORS_LEASE, Lease};
 pub use licenses::{Activated, LicenseFilter, NewLicense, ProductFields};
 pub use ml_datasets::NewDataset;
+pub use ml_models::Cancel;
 pub use ml_rows::{LabelChange, Span};
 pub use notifications::{
     AlertEvent, NewNotification, Notification, NotificationFilter, NotificationSettings,

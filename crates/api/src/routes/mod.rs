@@ -11,6 +11,7 @@ mod data_sources;
 mod fleet;
 mod licenses;
 mod ml_datasets;
+mod ml_models;
 mod notifications;
 mod oauth_apps;
 mod orgs;
@@ -45,6 +46,7 @@ pub fn all() -> Vec<Route> {
         licenses::routes(),
         fleet::routes(),
         ml_datasets::routes(),
+        ml_models::routes(),
         ota::routes(),
         audit::routes(),
     ]

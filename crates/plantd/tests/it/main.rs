@@ -18,6 +18,7 @@ mod identity;
 mod licenses;
 mod metrics;
 mod ml_datasets;
+mod ml_models;
 mod oauth;
 mod orgs_users_audit;
 mod ota;

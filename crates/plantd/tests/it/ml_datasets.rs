@@ -272,7 +272,7 @@ async fn labels_keep_exact_counts_and_round_trip() {
         )
         .await
         .expect(201);
-    assert_eq!(fault.json["data"]["color"], "#d62728");
+    assert_eq!(fault.json["data"]["color"], "#1f77b4");
     let dup = app
         .post(
             &format!("/ml/datasets/{id}/label-classes"),
@@ -486,6 +486,24 @@ async fn labels_keep_exact_counts_and_round_trip() {
     )
     .await;
     assert_eq!(s, 400);
+    // A label that is not a class name is refused, not taken for a clear.
+    let (s, body) = form(
+        &app,
+        &k,
+        &format!("/ml/datasets/{id}/labels/import"),
+        Some("[{\"row_id\": 1, \"label\": 5}]"),
+        &[],
+    )
+    .await;
+    assert_eq!(s, 400, "{body}");
+    assert_eq!(
+        body["error"]["details"][0]["message"],
+        "[0]: label 5 is not a class name (a string) or null"
+    );
+    assert_eq!(
+        classes(&app, &id).await,
+        [("normal".to_string(), 2), ("fault".to_string(), 4)]
+    );
 }
 
 #[tokio::test]
