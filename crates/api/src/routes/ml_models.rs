@@ -44,10 +44,12 @@ pub(crate) fn routes() -> Vec<Route> {
             get_model,
             Policy::scope(ReadAssets, AuditEvent::MlModelRead)
         ),
+        // A batch of 10,000 rows of a hundred features.
         route!(
             test_model,
             Policy::scope(ReadAssets, AuditEvent::MlModelTest)
-        ),
+        )
+        .body_limit(16 * 1024 * 1024),
         route!(
             deploy_model,
             Policy::scope(WriteAssets, AuditEvent::MlModelDeploy)
