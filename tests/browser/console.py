@@ -8,6 +8,7 @@ and chromedriver from PATH (no driver download).
 
 import json
 import os
+import random
 import shutil
 import sys
 import time
@@ -282,6 +283,7 @@ def run(d):
     ok("ota_pages")
 
     drained = ml_datasets(d)
+    ml_models(d)
 
     errors = drained + [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
     assert not errors, json.dumps(errors, indent=1)
@@ -426,6 +428,99 @@ def ml_datasets(d):
     shot(d, "ml-trend")
     ok("ml_telemetry_trend")
     return severe
+
+
+def ml_models(d):
+    """ML training and models: a dataset of 300 rows of three number columns (five rows far from
+    the rest) uploaded from the datasets page; a model trained from the training page's form,
+    its row followed live (no reload) to `completed`; the model's page with the score histogram,
+    a far row tested as an anomaly; deployed to Pump_01 (its features read from the simulator's
+    vibration tags), its live score chart drawing scores, and undeployed. One training request
+    (the route allows 10 an hour)."""
+    rng = random.Random(31)
+    path = os.path.join(SHOTS, "vibration.csv")
+    with open(path, "w") as f:
+        f.write("vib_x,vib_y,vib_z\n")
+        for i in range(300):
+            far = i % 60 == 30
+            f.write(",".join(f"{(9.0 if far else 2.0) + rng.uniform(-0.5, 0.5):.4f}" for _ in range(3)) + "\n")
+    d.get(BASE + "/ml/datasets")
+    d.find_element(By.ID, "ds-name").send_keys("Browser check vibration")
+    d.find_element(By.ID, "ds-file").send_keys(path)
+    d.find_element(By.CSS_SELECTOR, "#dataset-upload button[type=submit]").click()
+    dataset_id = wait(d, lambda: d.execute_script(
+        "const r = Array.from(document.querySelectorAll('#datasets tr[data-dataset-id]'))"
+        ".filter(r => r.textContent.includes(arguments[0]));"
+        "return r.length === 1 && r[0].dataset.rows === '300' ? r[0].dataset.datasetId : null",
+        "Browser check vibration"))
+
+    # Train from the form: the dataset's number columns come ticked; the job's row appears and
+    # reaches `completed` without a reload (the page polls the job).
+    d.get(BASE + "/ml/training")
+    Select(d.find_element(By.ID, "train-dataset")).select_by_value(dataset_id)
+    boxes = "#train-feature-boxes input[type=checkbox][name=features]"
+    wait(d, lambda: sorted(b.get_attribute("value") for b in d.find_elements(By.CSS_SELECTOR, boxes))
+         == ["vib_x", "vib_y", "vib_z"])
+    assert all(b.is_selected() for b in d.find_elements(By.CSS_SELECTOR, boxes))
+    d.find_element(By.ID, "train-name").send_keys("Browser check detector")
+    d.execute_script("window.plantdStayed = true")
+    d.find_element(By.CSS_SELECTOR, "#training-form button[type=submit]").click()
+    job_id = wait(d, lambda: d.execute_script(
+        "const r = Array.from(document.querySelectorAll('#training-jobs tr[data-job-id]'))"
+        ".find(r => r.querySelector('td.name').textContent === arguments[0]);"
+        "return r ? r.dataset.jobId : null", "Browser check detector"))
+    row = f"#training-jobs tr[data-job-id='{job_id}']"
+    wait(d, lambda: d.execute_script(
+        "const r = document.querySelector(arguments[0]); return r && r.dataset.status", row) == "completed", timeout=90)
+    assert d.execute_script("return window.plantdStayed === true"), "the page was reloaded"
+    assert d.execute_script("return window.plantdModels.polls > 0 && window.plantdModels.finished > 0")
+    assert float(d.find_element(By.CSS_SELECTOR, f"{row} td.progress progress").get_attribute("value")) == 1.0
+    assert d.find_element(By.CSS_SELECTOR, f"{row} td.status .badge").get_attribute("data-status") == "completed"
+    shot(d, "ml-training")
+    ok("ml_training_live")
+
+    # The model's page: the training rows' scores in 20 bins with the threshold; a far row tested.
+    d.find_element(By.CSS_SELECTOR, f"{row} a.model-link").click()
+    wait(d, lambda: "/ml/models/" in d.current_url and d.find_elements(By.ID, "model-facts"))
+    model_id = d.current_url.rstrip("/").split("/ml/models/")[1]
+    bars = d.find_elements(By.CSS_SELECTOR, "#score-histogram rect")
+    assert len(bars) == 20, len(bars)
+    assert sum(int(b.get_attribute("data-count")) for b in bars) == 300
+    assert d.find_elements(By.CSS_SELECTOR, "#score-histogram line.threshold")
+    assert d.find_element(By.CSS_SELECTOR, "#model-metrics [data-rows]").get_attribute("data-rows") == "300"
+    for feature in ["vib_x", "vib_y", "vib_z"]:
+        d.find_element(By.CSS_SELECTOR, f"#model-test input[data-feature='{feature}']").send_keys("40")
+    d.find_element(By.CSS_SELECTOR, "#model-test button[type=submit]").click()
+    wait(d, lambda: d.find_elements(By.CSS_SELECTOR, "#test-result [data-anomaly]"))
+    assert d.find_element(By.CSS_SELECTOR, "#test-result [data-anomaly]").get_attribute("data-anomaly") == "true"
+    assert d.find_element(By.CSS_SELECTOR, "#test-result .is-anomaly").text == "true"
+    assert d.execute_script("return window.plantdModels.tests") == 1
+    shot(d, "ml-model")
+    ok("ml_model_page")
+
+    # Deployed to Pump_01 with the simulator's vibration tags: the live chart draws its scores.
+    d.find_element(By.ID, "deploy-assets").send_keys("Pump_01")
+    for feature, tag in [("vib_x", "Vibration_X"), ("vib_y", "Vibration_Y"), ("vib_z", "Vibration_Z")]:
+        tag_input = d.find_element(By.CSS_SELECTOR, f"#model-deploy input[data-feature='{feature}']")
+        assert tag_input.get_attribute("value") == feature
+        tag_input.clear()
+        tag_input.send_keys(tag)
+    d.find_element(By.CSS_SELECTOR, "#model-deploy button[type=submit]").click()
+    wait(d, lambda: d.find_elements(By.CSS_SELECTOR, "#live-scores .score-asset[data-asset='Pump_01'] canvas"))
+    stored = api(d, "GET", f"/v1/ml/models/{model_id}")["json"]["data"]
+    assert stored["status"] == "deployed", stored
+    assert stored["deployment"]["score_tag"] == f"anomaly_score:{model_id}", stored
+    assert stored["deployment"]["feature_tags"]["vib_y"] == "Vibration_Y", stored
+    wait(d, lambda: d.execute_script("return window.plantdModels.points > 0"), timeout=60)
+    shot(d, "ml-model-deployed")
+    d.execute_script("window.confirm = () => true")
+    d.find_element(By.CSS_SELECTOR, "#undeploy button[type=submit]").click()
+    wait(d, lambda: d.execute_script(
+        "const b = document.querySelector('#model-facts .badge[data-status]');"
+        "return !document.getElementById('live-scores') && b && b.dataset.status") == "ready")
+    stored = api(d, "GET", f"/v1/ml/models/{model_id}")["json"]["data"]
+    assert stored["status"] == "ready" and stored["deployment"] is None, stored
+    ok("ml_model_deploy")
 
 
 def add_line_chart(d):

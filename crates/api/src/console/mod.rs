@@ -15,6 +15,7 @@ mod layout;
 mod licenses;
 mod members;
 mod ml_datasets;
+mod ml_models;
 mod ota;
 mod overview;
 mod page;
@@ -34,7 +35,7 @@ use crate::state::AppState;
 const ADMINS_ONLY: &str = "this page is for owners and admins";
 
 /// Every page of the console, in navigation order.
-pub(crate) static PAGES: [ConsolePage; 21] = [
+pub(crate) static PAGES: [ConsolePage; 24] = [
     ConsolePage {
         path: "/",
         title: "Overview",
@@ -178,6 +179,30 @@ pub(crate) static PAGES: [ConsolePage; 21] = [
         route: || get(ml_datasets::labeling),
     },
     ConsolePage {
+        path: "/ml/training",
+        title: "Training",
+        section: "/ml/training",
+        nav: true,
+        needs: None,
+        route: || get(ml_models::training),
+    },
+    ConsolePage {
+        path: "/ml/models",
+        title: "Models",
+        section: "/ml/models",
+        nav: true,
+        needs: None,
+        route: || get(ml_models::models),
+    },
+    ConsolePage {
+        path: "/ml/models/{id}",
+        title: "Model",
+        section: "/ml/models",
+        nav: false,
+        needs: None,
+        route: || get(ml_models::model),
+    },
+    ConsolePage {
         path: "/api-keys",
         title: "API keys",
         section: "/api-keys",
@@ -244,7 +269,7 @@ pub fn router(state: AppState) -> Router<AppState> {
 }
 
 /// The embedded files: path under `/assets/`, content type, bytes.
-const ASSETS: [(&str, &str, &[u8]); 13] = [
+const ASSETS: [(&str, &str, &[u8]); 14] = [
     (
         "docs.css",
         "text/css; charset=utf-8",
@@ -284,6 +309,11 @@ const ASSETS: [(&str, &str, &[u8]); 13] = [
         "ml_label.js",
         "text/javascript; charset=utf-8",
         include_bytes!("../../assets/ml_label.js"),
+    ),
+    (
+        "ml_models.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../../assets/ml_models.js"),
     ),
     (
         "dashboard.js",

@@ -2,8 +2,9 @@
 //! `tests/browser/console.py`) against `plantd up` with its simulator. Logs in, builds a
 //! dashboard with a line chart of Pump_01 / Vibration_X, sees it draw and then grow without a
 //! reload, raises an alert and acknowledges it on the alerts page, sees the overview's values
-//! follow the stream, and finds no errors in the browser's console. Screenshots go to a folder
-//! the test prints.
+//! follow the stream, works the ML pages (datasets, labeling, training followed live, a model
+//! tested, deployed and undeployed), and finds no errors in the browser's console. Screenshots
+//! go to a folder the test prints.
 
 use plantd_test_support::ServerProcess;
 
@@ -75,6 +76,9 @@ async fn the_console_in_a_real_browser() {
         "ml_labeling_keys",
         "ml_version_and_validation",
         "ml_telemetry_trend",
+        "ml_training_live",
+        "ml_model_page",
+        "ml_model_deploy",
         "no_console_errors",
     ] {
         assert!(
