@@ -364,10 +364,12 @@ impl App {
                 n_features: set.n_features,
             };
             let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-            let forest = Forest::fit(&rows, &p, threads, &|| c2.load(Ordering::Relaxed), &|k| {
-                t2.store(k, Ordering::Relaxed)
-            })?;
+            let mut forest =
+                Forest::fit(&rows, &p, threads, &|| c2.load(Ordering::Relaxed), &|k| {
+                    t2.store(k, Ordering::Relaxed)
+                })?;
             let scores = forest.score(&rows, threads);
+            forest.set_threshold(&scores, p.contamination);
             Some((forest, scores, set.labels))
         })
         .await;

@@ -9,7 +9,8 @@
 //! use every core given (`threads`): trees, then rows, are split between threads, and each tree
 //! draws from its own generator seeded by the forest's seed and its index, so a seed gives the
 //! same forest on any number of threads. Missing values (NaN) are replaced by the feature's
-//! median in the training rows, at fit and at scoring.
+//! median in the training rows (over at most 100,000 of them, evenly spaced), at fit and at
+//! scoring.
 
 use rand::rngs::SmallRng;
 use rand::seq::index;
@@ -102,13 +103,13 @@ fn c_table(n: usize) -> Vec<f64> {
     out
 }
 
-/// A node: a split on `feature` at `value` (left: below it), or a leaf (`feature` =
-/// [`LEAF`]) whose `value` is its whole path length.
+/// A node (16 bytes): a split on `feature` at `value` whose left child (below the value) is
+/// the next node and whose right child is `right`; or a leaf (`feature` = [`LEAF`]) whose
+/// `value` is its whole path length.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Node {
-    pub feature: u32,
     pub value: f64,
-    pub left: u32,
+    pub feature: u32,
     pub right: u32,
 }
 
@@ -151,12 +152,16 @@ fn median(mut v: Vec<f64>) -> f64 {
     if v.is_empty() {
         return 0.0;
     }
-    v.sort_unstable_by(f64::total_cmp);
     let m = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[m]
+    let odd = v.len() % 2 == 1;
+    let (below, mid, _) = v.select_nth_unstable_by(m, f64::total_cmp);
+    let mid = *mid;
+    if odd {
+        mid
     } else {
-        (v[m - 1] + v[m]) / 2.0
+        // The largest value below the middle one.
+        let lower = below.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        (lower + mid) / 2.0
     }
 }
 
@@ -193,7 +198,6 @@ impl Grower<'_> {
         self.nodes.push(Node {
             feature: LEAF,
             value: depth as f64 + self.c[k],
-            left: 0,
             right: 0,
         });
         (self.nodes.len() - 1) as u32
@@ -239,13 +243,12 @@ impl Grower<'_> {
         self.nodes.push(Node {
             feature: f as u32,
             value: split,
-            left: 0,
             right: 0,
         });
         let (left_idx, right_idx) = idx.split_at_mut(i);
-        let left = self.grow(left_idx, depth + 1);
+        // The left subtree follows its parent; the right one after it.
+        self.grow(left_idx, depth + 1);
         let right = self.grow(right_idx, depth + 1);
-        self.nodes[at].left = left;
         self.nodes[at].right = right;
         at as u32
     }
@@ -259,7 +262,7 @@ fn tree_rng(seed: u64, t: usize) -> SmallRng {
 impl Forest {
     /// Fits a forest on `rows` (at least two) with `threads` threads; `cancelled` is asked
     /// between trees (fit stops early and answers `None`), `progress` told how many trees are
-    /// done.
+    /// done. Its threshold is set by [`Forest::set_threshold`] from the training rows' scores.
     pub fn fit(
         rows: &Rows<'_>,
         p: &Params,
@@ -269,8 +272,10 @@ impl Forest {
     ) -> Option<Forest> {
         let n = rows.len();
         let d = rows.n_features;
+        // The medians over at most MEDIAN_ROWS rows, evenly spaced: enough for a fill value.
+        let step = n.div_ceil(MEDIAN_ROWS).max(1);
         let fill: Vec<f64> = (0..d)
-            .map(|f| median((0..n).map(|r| rows.get(r, f)).collect()))
+            .map(|f| median((0..n).step_by(step).map(|r| rows.get(r, f)).collect()))
             .collect();
         let max_samples = p.max_samples.unwrap_or(256).min(n).max(1);
         let limit = (max_samples as f64).log2().ceil().max(0.0) as usize;
@@ -314,16 +319,19 @@ impl Forest {
             }
         });
         let trees: Option<Vec<Vec<Node>>> = trees.into_iter().collect();
-        let mut forest = Forest {
+        Some(Forest {
             n_features: d,
             max_samples,
             trees: trees?,
             fill,
-            threshold: 0.0,
-        };
-        let scores = forest.score(rows, threads);
-        forest.threshold = percentile(&scores, 100.0 * (1.0 - p.contamination));
-        Some(forest)
+            threshold: f64::NAN,
+        })
+    }
+
+    /// Sets the threshold from the training rows' `scores`: the score above which
+    /// `contamination` of them lie (numpy's linear percentile, as scikit-learn's `offset_`).
+    pub fn set_threshold(&mut self, scores: &[f64], contamination: f64) {
+        self.threshold = percentile(scores, 100.0 * (1.0 - contamination));
     }
 
     /// The path length of a row through one tree.
@@ -335,13 +343,41 @@ impl Forest {
                 return n.value;
             }
             let f = n.feature as usize;
-            let v = if row[f].is_nan() {
-                self.fill[f]
-            } else {
-                row[f]
-            };
-            at = if v < n.value { n.left } else { n.right } as usize;
+            let x = row[f];
+            let v = if x.is_nan() { self.fill[f] } else { x };
+            // Without a branch: which way a row goes is a coin toss the predictor loses.
+            let below = usize::from(v < n.value);
+            at = below * (at + 1) + (1 - below) * n.right as usize;
         }
+    }
+
+    /// The path lengths of rows `first..first + LANES` through one tree, walked side by side.
+    fn paths(&self, tree: &[Node], values: &[f64], d: usize, first: usize) -> [f64; LANES] {
+        let mut at = [0usize; LANES];
+        let mut out = [f64::NAN; LANES];
+        let mut left = LANES;
+        while left > 0 {
+            for k in 0..LANES {
+                if !out[k].is_nan() {
+                    continue;
+                }
+                let n = tree[at[k]];
+                if n.feature == LEAF {
+                    out[k] = n.value;
+                    left -= 1;
+                    continue;
+                }
+                let f = n.feature as usize;
+                let x = values[(first + k) * d + f];
+                let v = if x.is_nan() { self.fill[f] } else { x };
+                at[k] = if v < n.value {
+                    at[k] + 1
+                } else {
+                    n.right as usize
+                };
+            }
+        }
+        out
     }
 
     /// The anomaly score of one row (`n_features` values; NaN for a missing one).
@@ -373,9 +409,20 @@ impl Forest {
                     for (b, block) in slots.chunks_mut(BLOCK).enumerate() {
                         let start = first + b * BLOCK;
                         let mut sums = [0.0f64; BLOCK];
+                        let n = block.len();
                         for tree in &self.trees {
-                            for (i, sum) in sums.iter_mut().enumerate().take(block.len()) {
-                                let r = start + i;
+                            // Rows walk the tree LANES at a time: independent walks overlap
+                            // their memory reads.
+                            let mut i = 0;
+                            while i + LANES <= n {
+                                let paths = self.paths(tree, rows.values, d, start + i);
+                                for (k, p) in paths.iter().enumerate() {
+                                    sums[i + k] += p;
+                                }
+                                i += LANES;
+                            }
+                            for (k, sum) in sums.iter_mut().enumerate().take(n).skip(i) {
+                                let r = start + k;
                                 *sum += self.path(tree, &rows.values[r * d..(r + 1) * d]);
                             }
                         }
@@ -394,8 +441,14 @@ impl Forest {
     }
 }
 
+/// Rows a feature's fill value (its median) is taken over, at most.
+const MEDIAN_ROWS: usize = 100_000;
+
+/// Rows walking one tree side by side.
+const LANES: usize = 8;
+
 /// Rows a scoring thread takes through the trees together.
-const BLOCK: usize = 256;
+const BLOCK: usize = 8192;
 
 /// The name and version of the download format (docs/ml-model-format.md).
 pub const FORMAT: &str = "plantd-isolation-forest";
@@ -413,7 +466,7 @@ impl Forest {
                 serde_json::json!({
                     "feature": t.iter().map(|n| if n.feature == LEAF { -1 } else { i64::from(n.feature) }).collect::<Vec<_>>(),
                     "value": t.iter().map(|n| n.value).collect::<Vec<_>>(),
-                    "left": t.iter().map(|n| n.left).collect::<Vec<_>>(),
+                    "left": t.iter().enumerate().map(|(i, n)| if n.feature == LEAF { 0 } else { i as u32 + 1 }).collect::<Vec<_>>(),
                     "right": t.iter().map(|n| n.right).collect::<Vec<_>>(),
                 })
             })
@@ -466,17 +519,17 @@ impl Forest {
                 let (l, r) = (left[i], right[i]);
                 if !leaf
                     && (feature[i] as usize >= fill.len()
-                        || l <= i as i64
-                        || r <= i as i64
-                        || l as usize >= n
+                        || l != i as i64 + 1
+                        || r <= l
                         || r as usize >= n)
                 {
-                    return Err(format!("node {i} points outside its tree"));
+                    return Err(format!(
+                        "node {i}: a split's left child must be the next node and its right child after it, in the tree"
+                    ));
                 }
                 nodes.push(Node {
                     feature: if leaf { LEAF } else { feature[i] as u32 },
                     value: value[i],
-                    left: l.max(0) as u32,
                     right: r.max(0) as u32,
                 });
             }
@@ -569,8 +622,10 @@ mod tests {
             contamination: 0.02,
             ..Params::default()
         };
-        let f1 = Forest::fit(&rows, &p, 1, &|| false, &|_| {}).unwrap();
-        let f2 = Forest::fit(&rows, &p, 2, &|| false, &|_| {}).unwrap();
+        let mut f1 = Forest::fit(&rows, &p, 1, &|| false, &|_| {}).unwrap();
+        let mut f2 = Forest::fit(&rows, &p, 2, &|| false, &|_| {}).unwrap();
+        f1.set_threshold(&f1.score(&rows, 1), p.contamination);
+        f2.set_threshold(&f2.score(&rows, 2), p.contamination);
         assert_eq!(
             f1, f2,
             "the same seed gives the same forest on any number of threads"
