@@ -107,6 +107,7 @@ pub struct CsvForm {
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct UploadQuery {
     /// `append` (default) or `replace`.
@@ -336,7 +337,17 @@ async fn import_labels(
     Ok(ok(state.app.import_labels(r.org(), &r.id, &file).await?))
 }
 
+/// A row of the JSON export (and import).
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct LabelRow {
+    row_id: u64,
+    /// The class name.
+    label: String,
+}
+
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ExportQuery {
     /// `csv` (default) or `json`.
@@ -346,7 +357,8 @@ pub struct ExportQuery {
 
 /// The labelled rows as a file the import reads back: CSV `row_id,label` or a JSON array.
 #[utoipa::path(get, path = "/ml/datasets/{id}/labels/export", tag = "ml", params(("id" = String, Path), ExportQuery),
-    responses((status = 200, description = "text/csv or application/json", content_type = "text/csv")))]
+    responses((status = 200, description = "The labelled rows: CSV `row_id,label`, or a JSON array of {row_id, label}",
+        content((String = "text/csv; charset=utf-8"), (Vec<LabelRow> = "application/json")))))]
 async fn export_labels(
     State(state): State<AppState>,
     r: ById,
@@ -396,7 +408,8 @@ pub struct VersionForm {
 /// major when rows changed, else the next minor).
 #[utoipa::path(post, path = "/ml/datasets/{id}/versions", tag = "ml", params(("id" = String, Path)),
     request_body(content = VersionForm, content_type = "multipart/form-data"),
-    responses((status = 201, body = Data<DatasetVersion>)))]
+    responses((status = 201, body = Data<DatasetVersion>),
+        (status = 409, description = "A file was sent to a dataset made from telemetry (`dataset_from_telemetry`)")))]
 async fn create_version(
     State(state): State<AppState>,
     caller: Auth,
@@ -460,6 +473,7 @@ async fn get_version(
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct CompareQuery {
     /// A version.
