@@ -196,9 +196,9 @@ impl App {
         let model = self.model(org_id, id).await?;
         let mut v = Validator::new();
         v.check(
-            (1..=100).contains(&d.asset_ids.len()),
+            (1..=1000).contains(&d.asset_ids.len()),
             "asset_ids",
-            "must name 1 to 100 assets",
+            "must name 1 to 1000 assets",
         );
         for (i, a) in d.asset_ids.iter().enumerate() {
             v.check(
@@ -264,6 +264,8 @@ struct Live {
     forest: Forest,
     /// tag -> the feature's index
     tags: HashMap<String, usize>,
+    /// The deployment's assets, looked up per point.
+    assets: std::collections::HashSet<String>,
     latest: HashMap<String, Vec<f64>>,
 }
 
@@ -335,6 +337,7 @@ async fn load(app: &App, live: &mut HashMap<String, (plantd_model::Tier, Vec<Liv
                         .filter_map(|(i, f)| deployment.feature_tags.get(f).map(|t| (t.clone(), i)))
                         .collect(),
                     latest: HashMap::new(),
+                    assets: deployment.asset_ids.iter().cloned().collect(),
                     forest,
                     deployment,
                     model,
@@ -377,7 +380,7 @@ async fn score(
             let Some(&i) = m.tags.get(&p.tag_name) else {
                 continue;
             };
-            if !m.deployment.asset_ids.contains(&p.asset_id) || p.quality != Quality::Good {
+            if p.quality != Quality::Good || !m.assets.contains(&p.asset_id) {
                 continue;
             }
             let n = m.model.features.len();

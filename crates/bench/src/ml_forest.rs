@@ -215,5 +215,173 @@ pub(crate) async fn run(_o: &Options) -> anyhow::Result<()> {
     for l in table {
         println!("{l}");
     }
+    println!();
+    live_scoring(_o).await
+}
+
+/// Assets and features of the live-scoring rows: 1,000 assets x 10 tags = 10,000 series, one
+/// point per series per batch (a plant's scan).
+const ASSETS: usize = 1000;
+const FEATURES: usize = 10;
+const BATCHES: usize = 100;
+
+/// One scan of every asset's feature tags at `t` (Unix ms), as a `POST /v1/telemetry` body.
+fn scan(t: i64, prefix: &str, assets: usize, rng: &mut SmallRng) -> Value {
+    let when = plantd_model::Timestamp::from_millis(t).to_rfc3339();
+    let mut data = Vec::with_capacity(assets * FEATURES);
+    for a in 0..assets {
+        for f in 0..FEATURES {
+            data.push(serde_json::json!({
+                "asset_id": format!("{prefix}{a}"), "tag_name": format!("f{f}"),
+                "value": f as f64 + rng.random_range(-0.5..0.5), "timestamp": when}));
+        }
+    }
+    serde_json::json!({ "data": data })
+}
+
+/// Sends `BATCHES` scans of the `LIVE` assets; answers (seconds, server CPU seconds).
+async fn ingest_scans(addr: &str, key: &str, pid: u32, t0: i64) -> anyhow::Result<(f64, f64)> {
+    let mut rng = SmallRng::seed_from_u64(5);
+    let bodies: Vec<Value> = (0..BATCHES)
+        .map(|i| scan(t0 + i as i64 * 1000, "LIVE", ASSETS, &mut rng))
+        .collect();
+    let mut http = crate::harness::connect(addr).await?;
+    let cpu = crate::sim::cpu_seconds(pid)?;
+    let t = Instant::now();
+    for b in &bodies {
+        crate::harness::post_json(&mut http, addr, "/v1/telemetry", key, b, 200).await?;
+    }
+    Ok((
+        t.elapsed().as_secs_f64(),
+        crate::sim::cpu_seconds(pid)? - cpu,
+    ))
+}
+
+/// The live scorer's cost: the same scans ingested with no model deployed and with a model
+/// deployed to every asset (10 features), the server's CPU per point compared.
+pub(crate) async fn live_scoring(o: &Options) -> anyhow::Result<()> {
+    use crate::harness::{connect, post_json, start_server};
+    let (server, key) = start_server(o, None)?;
+    let addr = server.addr.clone();
+    let pid = server.child.id();
+    let mut http = connect(&addr).await?;
+    // A model trained on 2,000 minutes of one asset's telemetry (a dataset from telemetry).
+    let now = plantd_model::Timestamp::now().millis() / 60_000 * 60_000;
+    let start = now - 2_000 * 60_000;
+    let mut rng = SmallRng::seed_from_u64(4);
+    for chunk in 0..4 {
+        let mut data = Vec::new();
+        for m in (chunk * 500)..((chunk + 1) * 500) {
+            let when = plantd_model::Timestamp::from_millis(start + m * 60_000).to_rfc3339();
+            for f in 0..FEATURES {
+                data.push(
+                    serde_json::json!({"asset_id": "TRAIN", "tag_name": format!("f{f}"),
+                    "value": f as f64 + rng.random_range(-0.5..0.5), "timestamp": when}),
+                );
+            }
+        }
+        post_json(
+            &mut http,
+            &addr,
+            "/v1/telemetry",
+            &key,
+            &serde_json::json!({"data": data}),
+            200,
+        )
+        .await?;
+    }
+    let tags: Vec<String> = (0..FEATURES).map(|f| format!("f{f}")).collect();
+    let ds = post_json(
+        &mut http,
+        &addr,
+        "/v1/ml/datasets",
+        &key,
+        &serde_json::json!({
+        "name": "training", "telemetry": {"asset_ids": ["TRAIN"], "tags": tags,
+        "start": plantd_model::Timestamp::from_millis(start).to_rfc3339(),
+        "end": plantd_model::Timestamp::from_millis(now).to_rfc3339(), "interval": "1m"}}),
+        201,
+    )
+    .await?;
+    let ds = ds["data"]["id"].as_str().unwrap_or_default().to_string();
+    let job = post_json(
+        &mut http,
+        &addr,
+        "/v1/ml/training",
+        &key,
+        &serde_json::json!({
+        "name": "live", "dataset_id": ds, "algorithm": "isolation_forest"}),
+        201,
+    )
+    .await?;
+    let job = job["data"]["id"].as_str().unwrap_or_default().to_string();
+    let mut model = String::new();
+    for _ in 0..300 {
+        let probe = crate::harness::Probe::get(&format!("/v1/ml/training/{job}"), &key);
+        let (_, body) = probe.call(&mut http, &addr).await?;
+        let j: Value = serde_json::from_slice(&body)?;
+        if let Some(m) = j["data"]["model_id"].as_str() {
+            model = m.to_string();
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    anyhow::ensure!(!model.is_empty(), "the training job did not complete");
+    // Warm up the series (their first points create them), then measure without a model.
+    let t0 = plantd_model::Timestamp::now().millis() - 3_600_000;
+    ingest_scans(&addr, &key, pid, t0 - 600_000).await?;
+    // CPU from the first batch until 2 s after the last (the scorer runs after the answers).
+    let measure = |t: i64| {
+        let (addr, key) = (addr.clone(), key.clone());
+        async move {
+            let cpu = crate::sim::cpu_seconds(pid)?;
+            let (secs, _) = ingest_scans(&addr, &key, pid, t).await?;
+            tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+            anyhow::Ok((secs, crate::sim::cpu_seconds(pid)? - cpu))
+        }
+    };
+    let (plain_s, plain_cpu) = measure(t0).await?;
+    let assets: Vec<String> = (0..ASSETS).map(|a| format!("LIVE{a}")).collect();
+    post_json(
+        &mut http,
+        &addr,
+        &format!("/v1/ml/models/{model}/deploy"),
+        &key,
+        &serde_json::json!({"asset_ids": assets}),
+        200,
+    )
+    .await?;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    // The scores' series are created by a first round too.
+    ingest_scans(&addr, &key, pid, t0 + 200_000).await?;
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let (scored_s, scored_cpu) = measure(t0 + 400_000).await?;
+    let points = (ASSETS * FEATURES * BATCHES) as f64;
+    let probe = crate::harness::Probe::get("/v1/telemetry/latest?asset_id=LIVE7", &key);
+    let (_, body) = probe.call(&mut http, &addr).await?;
+    let latest: Value = serde_json::from_slice(&body)?;
+    let scored = latest["data"].as_array().is_some_and(|a| {
+        a.iter().any(|p| {
+            p["tag_name"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("anomaly_score:"))
+        })
+    });
+    println!(
+        "live scoring ({ASSETS} assets x {FEATURES} features, {BATCHES} scans of {} points, SQLite): without a model {:.0} points/s, {:.2} us CPU a point; with the model deployed to every asset {:.0} points/s, {:.2} us CPU a point: the scorer adds {:.2} us a point ({:.0}% more){}",
+        ASSETS * FEATURES,
+        points / plain_s,
+        plain_cpu / points * 1e6,
+        points / scored_s,
+        scored_cpu / points * 1e6,
+        (scored_cpu - plain_cpu) / points * 1e6,
+        (scored_cpu / plain_cpu - 1.0) * 100.0,
+        if scored {
+            ""
+        } else {
+            "; WARNING: no score was written"
+        }
+    );
+    drop(server);
     Ok(())
 }
