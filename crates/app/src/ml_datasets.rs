@@ -431,14 +431,15 @@ impl App {
         self.dataset(org_id, &up.dataset_id).await
     }
 
-    /// A page of rows of the working copy, or of a version.
+    /// A page of rows of the working copy, or of a version, with the dataset's columns; and
+    /// how many rows there are.
     pub async fn dataset_preview(
         &self,
         org_id: &str,
         dataset_id: &str,
         version: Option<&str>,
         page: Page,
-    ) -> AppResult<Paged<PreviewRow>> {
+    ) -> AppResult<(Preview, u64)> {
         let d = self.dataset(org_id, dataset_id).await?;
         let (generation, total) = match version {
             Some(v) => {
@@ -451,7 +452,11 @@ impl App {
         let to = (from + page.limit() as u64 - 1).min(total);
         let mut items = Vec::new();
         if from > to {
-            return Ok(Paged { items, total });
+            let preview = Preview {
+                columns: d.columns,
+                rows: items,
+            };
+            return Ok((preview, total));
         }
         let labels = self
             .store()
@@ -488,7 +493,11 @@ impl App {
                 });
             }
         }
-        Ok(Paged { items, total })
+        let preview = Preview {
+            columns: d.columns,
+            rows: items,
+        };
+        Ok((preview, total))
     }
 
     /// Feeds every chunk of the working copy (`None`) or a generation to `f` in row order, on

@@ -121,14 +121,13 @@ impl App {
         change: LabelChange,
     ) -> AppResult<RowLabel> {
         let row = self.working_row(org_id, dataset_id, row_id).await?;
-        if let LabelChange::Set(class) = &change {
-            let classes = self.store().label_classes(dataset_id).await?;
-            if !classes.iter().any(|c| &c.id == class) {
-                return Err(AppError::invalid(
-                    "label_class_id",
-                    "is not a label class of this dataset",
-                ));
-            }
+        if let LabelChange::Set(class) = &change
+            && !self.store().label_class_exists(dataset_id, class).await?
+        {
+            return Err(AppError::invalid(
+                "label_class_id",
+                "is not a label class of this dataset",
+            ));
         }
         let mut out = self
             .store()

@@ -383,10 +383,14 @@ async fn score(
             if p.quality != Quality::Good || !m.assets.contains(&p.asset_id) {
                 continue;
             }
-            let n = m.model.features.len();
-            m.latest
-                .entry(p.asset_id.clone())
-                .or_insert_with(|| vec![f64::NAN; n])[i] = p.value;
+            match m.latest.get_mut(&p.asset_id) {
+                Some(values) => values[i] = p.value,
+                None => {
+                    let mut values = vec![f64::NAN; m.model.features.len()];
+                    values[i] = p.value;
+                    m.latest.insert(p.asset_id.clone(), values);
+                }
+            }
             let t = touched
                 .entry(p.asset_id.as_str())
                 .or_insert((p.timestamp, p.data_source_id.as_ref()));

@@ -121,16 +121,16 @@ impl App {
         self.dataset(org_id, dataset_id).await
     }
 
-    /// A version's generation and row count, or the working copy's.
+    /// A version's generation and row count, or the working copy's (`working_rows`).
     async fn side(
         &self,
-        org_id: &str,
         dataset_id: &str,
+        working_rows: u64,
         version: &str,
         field: &str,
     ) -> AppResult<(Option<i64>, u64)> {
         if version == WORKING {
-            return Ok((None, self.dataset(org_id, dataset_id).await?.row_count));
+            return Ok((None, working_rows));
         }
         match self.store().dataset_version(dataset_id, version).await {
             Ok(v) => Ok((Some(v.generation), v.row_count)),
@@ -150,8 +150,8 @@ impl App {
         v2: &str,
     ) -> AppResult<Comparison> {
         let d = self.dataset(org_id, dataset_id).await?;
-        let (g1, n1) = self.side(org_id, dataset_id, v1, "v1").await?;
-        let (g2, n2) = self.side(org_id, dataset_id, v2, "v2").await?;
+        let (g1, n1) = self.side(dataset_id, d.row_count, v1, "v1").await?;
+        let (g2, n2) = self.side(dataset_id, d.row_count, v2, "v2").await?;
         let mut a = Side {
             spans: self
                 .store()

@@ -9,6 +9,7 @@ use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
 
 use crate::rows::{OrgTable, delete_in, touched};
+use crate::sql::{json_column, opt_ts};
 use crate::{Arg, Result, Store, StoreError, Where, conflict_on_unique};
 
 /// Devices, oldest first.
@@ -79,17 +80,6 @@ pub struct DeviceLogin {
     pub org_id: String,
     pub asset_id: String,
     pub mqtt_password_hash: String,
-}
-
-fn opt_ts(row: &AnyRow, column: &str) -> Result<Option<Timestamp>> {
-    Ok(row
-        .try_get::<Option<i64>, _>(column)?
-        .map(Timestamp::from_millis))
-}
-
-fn json_column<T: serde::de::DeserializeOwned>(row: &AnyRow, column: &str) -> Result<T> {
-    let text: String = row.try_get(column)?;
-    Ok(serde_json::from_str(&text)?)
 }
 
 /// A device row, its groups still to be filled in.

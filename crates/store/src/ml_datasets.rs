@@ -12,6 +12,7 @@ use sqlx::any::AnyRow;
 
 use crate::error::conflict_on_unique;
 use crate::rows::OrgTable;
+use crate::sql::json_column;
 use crate::{Result, Store, StoreError};
 
 const DATASETS: OrgTable = OrgTable {
@@ -32,23 +33,18 @@ pub struct NewDataset<'a> {
     pub now: Timestamp,
 }
 
-fn json<T: serde::de::DeserializeOwned>(row: &AnyRow, column: &str) -> Result<T> {
-    let text: String = row.try_get(column)?;
-    Ok(serde_json::from_str(&text)?)
-}
-
 fn dataset_from_row(row: &AnyRow) -> Result<Dataset> {
     Ok(Dataset {
         id: row.try_get("id")?,
         org_id: row.try_get("org_id")?,
         name: row.try_get("name")?,
         description: row.try_get("description")?,
-        columns: json(row, "columns")?,
+        columns: json_column(row, "columns")?,
         row_count: 0,
         size_bytes: 0,
         file_size_bytes: 0,
         current_version: row.try_get("current_version")?,
-        source: json(row, "source")?,
+        source: json_column(row, "source")?,
         labels: LabelCounts::default(),
         created_at: Timestamp::from_millis(row.try_get("created_at")?),
         created_by: row.try_get("created_by")?,
@@ -78,7 +74,7 @@ fn rule_from_row(row: &AnyRow) -> Result<ValidationRule> {
         rule_type: RuleType::parse(&t)
             .ok_or_else(|| StoreError::Corrupt(format!("validation rule type {t}")))?,
         column: row.try_get("column_name")?,
-        config: json(row, "config")?,
+        config: json_column(row, "config")?,
         created_at: Timestamp::from_millis(row.try_get("created_at")?),
     })
 }
@@ -211,6 +207,18 @@ impl Store {
                 })
             })
             .collect()
+    }
+
+    /// Whether `class_id` is a class of the dataset.
+    pub async fn label_class_exists(&self, dataset_id: &str, class_id: &str) -> Result<bool> {
+        Ok(
+            sqlx::query("SELECT 1 AS one FROM ml_label_classes WHERE dataset_id = $1 AND id = $2")
+                .bind(dataset_id)
+                .bind(class_id)
+                .fetch_optional(self.pool())
+                .await?
+                .is_some(),
+        )
     }
 
     /// Adds a rule; a 101st is `Ok(false)`.

@@ -9,6 +9,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use crate::rows::OrgTable;
+use crate::sql::{json_column, opt_json_column, opt_ts};
 use crate::{Result, Store, StoreError};
 
 const JOBS: OrgTable = OrgTable {
@@ -24,40 +25,24 @@ const MODELS: OrgTable = OrgTable {
     order: "created_at DESC, id",
 };
 
-fn json<T: serde::de::DeserializeOwned>(row: &AnyRow, column: &str) -> Result<T> {
-    let text: String = row.try_get(column)?;
-    Ok(serde_json::from_str(&text)?)
-}
-
-fn opt_json<T: serde::de::DeserializeOwned>(row: &AnyRow, column: &str) -> Result<Option<T>> {
-    let text: Option<String> = row.try_get(column)?;
-    Ok(text.map(|t| serde_json::from_str(&t)).transpose()?)
-}
-
-fn time(row: &AnyRow, column: &str) -> Result<Option<Timestamp>> {
-    Ok(row
-        .try_get::<Option<i64>, _>(column)?
-        .map(Timestamp::from_millis))
-}
-
 fn job_from_row(row: &AnyRow) -> Result<TrainingJob> {
     let status: String = row.try_get("status")?;
-    let started_at = time(row, "started_at")?;
-    let finished_at = time(row, "finished_at")?;
+    let started_at = opt_ts(row, "started_at")?;
+    let finished_at = opt_ts(row, "finished_at")?;
     Ok(TrainingJob {
         id: row.try_get("id")?,
         org_id: row.try_get("org_id")?,
         name: row.try_get("name")?,
         dataset_id: row.try_get("dataset_id")?,
         dataset_version: row.try_get("dataset_version")?,
-        features: json(row, "features")?,
+        features: json_column(row, "features")?,
         algorithm: serde_json::from_value(serde_json::Value::String(row.try_get("algorithm")?))?,
-        hyperparameters: json(row, "hyperparameters")?,
+        hyperparameters: json_column(row, "hyperparameters")?,
         status: JobStatus::parse(&status)
             .ok_or_else(|| StoreError::Corrupt(format!("training job status {status}")))?,
         progress: row.try_get("progress")?,
         error: row.try_get("error")?,
-        metrics: opt_json(row, "metrics")?,
+        metrics: opt_json_column(row, "metrics")?,
         model_id: row.try_get("model_id")?,
         created_at: Timestamp::from_millis(row.try_get("created_at")?),
         created_by: row.try_get("created_by")?,
@@ -76,15 +61,15 @@ fn model_from_row(row: &AnyRow) -> Result<Model> {
         org_id: row.try_get("org_id")?,
         name: row.try_get("name")?,
         algorithm: serde_json::from_value(serde_json::Value::String(row.try_get("algorithm")?))?,
-        features: json(row, "features")?,
-        hyperparameters: json(row, "hyperparameters")?,
+        features: json_column(row, "features")?,
+        hyperparameters: json_column(row, "hyperparameters")?,
         dataset_id: row.try_get("dataset_id")?,
         dataset_version: row.try_get("dataset_version")?,
         training_job_id: row.try_get("training_job_id")?,
-        metrics: json(row, "metrics")?,
+        metrics: json_column(row, "metrics")?,
         threshold: row.try_get("threshold")?,
         status: row.try_get("status")?,
-        deployment: opt_json::<Deployment>(row, "deployment")?,
+        deployment: opt_json_column::<Deployment>(row, "deployment")?,
         created_at: Timestamp::from_millis(row.try_get("created_at")?),
     })
 }

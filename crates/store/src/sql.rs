@@ -1,5 +1,6 @@
 //! Helpers for building SQL that runs on both backends: `WHERE` clauses with numbered
-//! placeholders, and `LIKE` patterns.
+//! placeholders, and `LIKE` patterns; and the column readers the modules share (JSON text,
+//! nullable times, event names).
 
 /// Escapes `%`, `_` and `\` for a `LIKE ... ESCAPE '\'` pattern.
 pub(crate) fn like_pattern(text: &str) -> String {
@@ -75,6 +76,37 @@ impl Where {
 }
 
 /// Reads an event name column (`alert.triggered`, ...).
+/// A JSON text column read into `T`.
+pub(crate) fn json_column<T: serde::de::DeserializeOwned>(
+    row: &sqlx::any::AnyRow,
+    column: &str,
+) -> crate::error::Result<T> {
+    use sqlx::Row;
+    let text: String = row.try_get(column)?;
+    Ok(serde_json::from_str(&text)?)
+}
+
+/// A nullable JSON text column read into `T`.
+pub(crate) fn opt_json_column<T: serde::de::DeserializeOwned>(
+    row: &sqlx::any::AnyRow,
+    column: &str,
+) -> crate::error::Result<Option<T>> {
+    use sqlx::Row;
+    let text: Option<String> = row.try_get(column)?;
+    Ok(text.map(|t| serde_json::from_str(&t)).transpose()?)
+}
+
+/// A nullable Unix-milliseconds column.
+pub(crate) fn opt_ts(
+    row: &sqlx::any::AnyRow,
+    column: &str,
+) -> crate::error::Result<Option<plantd_model::Timestamp>> {
+    use sqlx::Row;
+    Ok(row
+        .try_get::<Option<i64>, _>(column)?
+        .map(plantd_model::Timestamp::from_millis))
+}
+
 pub(crate) fn event_column(
     row: &sqlx::any::AnyRow,
     column: &str,

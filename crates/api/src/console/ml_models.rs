@@ -55,6 +55,14 @@ fn ratio(v: Option<f64>) -> String {
     v.map_or_else(|| "–".to_string(), |x| format!("{x:.3}"))
 }
 
+/// Dataset names by id, for the lists that name a job's or a model's dataset.
+fn dataset_names(datasets: &[Dataset]) -> HashMap<&str, &str> {
+    datasets
+        .iter()
+        .map(|d| (d.id.as_str(), d.name.as_str()))
+        .collect()
+}
+
 fn number_columns(d: &Dataset) -> Vec<&str> {
     d.columns
         .iter()
@@ -190,11 +198,7 @@ pub(crate) async fn training(
     let org = browser.org_id();
     let jobs = state.app.training_jobs(org, ALL).await.or_page(&browser)?;
     let datasets = state.app.datasets(org, ALL).await.or_page(&browser)?;
-    let names: HashMap<&str, &str> = datasets
-        .items
-        .iter()
-        .map(|d| (d.id.as_str(), d.name.as_str()))
-        .collect();
+    let names = dataset_names(&datasets.items);
     let trainable: Vec<&Dataset> = datasets.items.iter().filter(|d| d.row_count >= 2).collect();
     let write = browser.may(Scope::WriteAssets);
     let body = html! {
@@ -235,11 +239,7 @@ pub(crate) async fn models(
     let org = browser.org_id();
     let list = state.app.models(org, ALL).await.or_page(&browser)?;
     let datasets = state.app.datasets(org, ALL).await.or_page(&browser)?;
-    let names: HashMap<&str, &str> = datasets
-        .items
-        .iter()
-        .map(|d| (d.id.as_str(), d.name.as_str()))
-        .collect();
+    let names = dataset_names(&datasets.items);
     let body = html! {
         div class="page-head" {
             h1 { "Models" }

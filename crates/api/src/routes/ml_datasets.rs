@@ -6,9 +6,7 @@ use axum::extract::multipart::MultipartRejection;
 use axum::extract::{Multipart, State};
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
-use plantd_app::ml_datasets::{
-    DatasetUpload, MAX_DATASET_FILE_BYTES, NewDataset, Preview, PreviewRow,
-};
+use plantd_app::ml_datasets::{DatasetUpload, MAX_DATASET_FILE_BYTES, NewDataset, Preview};
 use plantd_app::ml_labels::LabelChange;
 use plantd_app::ml_labels::{LabelFormat, LabelImport, MAX_LABEL_FILE_BYTES, NewLabelClass};
 use plantd_app::ml_versions::NewRule;
@@ -202,18 +200,13 @@ async fn preview_dataset(
     ValidQuery(q): ValidQuery<PreviewQuery>,
 ) -> ApiResult<Response> {
     let page = q.page()?;
-    let d = state.app.dataset(r.org(), &r.id).await?;
-    let paged = state
+    let (data, total) = state
         .app
         .dataset_preview(r.org(), &r.id, q.version.as_deref(), page)
         .await?;
-    let rows: Vec<PreviewRow> = paged.items;
     Ok(axum::Json(PreviewPage {
-        data: Preview {
-            columns: d.columns,
-            rows,
-        },
-        meta: PageMeta::new(page, paged.total),
+        data,
+        meta: PageMeta::new(page, total),
     })
     .into_response())
 }
