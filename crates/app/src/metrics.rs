@@ -20,7 +20,7 @@ const BUCKETS: [f64; 14] = [
 static RECORDER: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
 /// Every metric: name, kind and what it counts (its `# HELP`).
-const METRICS: [(&str, Kind, &str); 19] = [
+const METRICS: [(&str, Kind, &str); 20] = [
     (
         "plantd_http_requests_total",
         Kind::Counter,
@@ -34,12 +34,17 @@ const METRICS: [(&str, Kind, &str); 19] = [
     (
         "plantd_ingest_points_total",
         Kind::Counter,
-        "Telemetry points stored, by door (api, connector, mqtt)",
+        "Telemetry points stored, by door (api, connector, mqtt, model: live anomaly scores)",
     ),
     (
         "plantd_ingest_batches_total",
         Kind::Counter,
-        "Telemetry batches stored, by door (api, connector, mqtt)",
+        "Telemetry batches stored, by door (api, connector, mqtt, model: live anomaly scores)",
+    ),
+    (
+        "plantd_ml_scoring_duration_seconds",
+        Kind::Histogram,
+        "Time the live scorer spent computing the anomaly scores of one committed batch",
     ),
     (
         "plantd_ingest_queue_batches",

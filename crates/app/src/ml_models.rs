@@ -6,9 +6,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use plantd_ml::forest::Forest;
+use plantd_ml::forest::{Forest, Rows};
 use plantd_model::Timestamp;
-use plantd_model::ml_models::{Deployment, Model, score_tag};
+use plantd_model::ml_models::{Deployment, Model, score_tag, with_score_widgets};
 use plantd_model::page::{Page, Paged};
 use plantd_model::telemetry::{Point, Quality};
 use plantd_model::validation::Validator;
@@ -243,7 +243,9 @@ impl App {
             .set_model_deployment(org_id, id, Some(&deployment), Timestamp::now())
             .await?;
         self.scorer_wake().notify_one();
-        self.model(org_id, id).await
+        let model = self.model(org_id, id).await?;
+        self.draw_on_dashboards(&model).await?;
+        Ok(model)
     }
 
     pub async fn undeploy_model(&self, org_id: &str, id: &str) -> AppResult<Model> {
@@ -252,7 +254,31 @@ impl App {
             .set_model_deployment(org_id, id, None, Timestamp::now())
             .await?;
         self.scorer_wake().notify_one();
-        self.model(org_id, id).await
+        let model = self.model(org_id, id).await?;
+        self.draw_on_dashboards(&model).await?;
+        Ok(model)
+    }
+
+    /// Puts the score of a deployed model on every dashboard of its organization that shows one
+    /// of its assets, or takes it off when the model is undeployed
+    /// ([`plantd_model::ml_models::with_score_widgets`]).
+    async fn draw_on_dashboards(&self, model: &Model) -> AppResult<()> {
+        const PAGE: i64 = 200;
+        let mut offset = 0;
+        loop {
+            let (page, total) = self.store().dashboards(&model.org_id, PAGE, offset).await?;
+            for d in &page {
+                if let Some(layout) = with_score_widgets(&d.layout, model) {
+                    self.store()
+                        .update_dashboard(&model.org_id, &d.id, &d.name, &d.description, &layout)
+                        .await?;
+                }
+            }
+            offset += PAGE;
+            if page.is_empty() || offset as u64 >= total {
+                return Ok(());
+            }
+        }
     }
 }
 
@@ -264,9 +290,15 @@ struct Live {
     forest: Forest,
     /// tag -> the feature's index
     tags: HashMap<String, usize>,
-    /// The deployment's assets, looked up per point.
-    assets: std::collections::HashSet<String>,
-    latest: HashMap<String, Vec<f64>>,
+    /// Each deployed asset's state, looked up once per point.
+    latest: HashMap<String, AssetState>,
+}
+
+/// A deployed asset as the scorer holds it: the latest value of each feature (NaN until the
+/// first), and the batch point that last updated it (its index), cleared after each batch.
+struct AssetState {
+    values: Vec<f64>,
+    newest: Option<usize>,
 }
 
 /// How often the scorer reads the deployed models again (other nodes deploy too).
@@ -336,8 +368,20 @@ async fn load(app: &App, live: &mut HashMap<String, (plantd_model::Tier, Vec<Liv
                         .enumerate()
                         .filter_map(|(i, f)| deployment.feature_tags.get(f).map(|t| (t.clone(), i)))
                         .collect(),
-                    latest: HashMap::new(),
-                    assets: deployment.asset_ids.iter().cloned().collect(),
+                    latest: deployment
+                        .asset_ids
+                        .iter()
+                        .map(|a| {
+                            let values = vec![f64::NAN; model.features.len()];
+                            (
+                                a.clone(),
+                                AssetState {
+                                    values,
+                                    newest: None,
+                                },
+                            )
+                        })
+                        .collect(),
                     forest,
                     deployment,
                     model,
@@ -372,50 +416,70 @@ async fn score(
     models: &mut [Live],
     points: &Arc<Vec<Point>>,
 ) {
+    let started = std::time::Instant::now();
     let mut out = Vec::new();
     for m in models.iter_mut() {
-        // asset -> the newest feature point's time and data source in this batch
-        let mut touched: HashMap<&str, (Timestamp, Option<&String>)> = HashMap::new();
-        for p in points.iter() {
+        // Each feature point updates its asset's values and, when it is the newest so far,
+        // the point the score takes its time and data source from.
+        let mut touched: Vec<&str> = Vec::new();
+        for (k, p) in points.iter().enumerate() {
             let Some(&i) = m.tags.get(&p.tag_name) else {
                 continue;
             };
-            if p.quality != Quality::Good || !m.assets.contains(&p.asset_id) {
+            if p.quality != Quality::Good {
                 continue;
             }
-            match m.latest.get_mut(&p.asset_id) {
-                Some(values) => values[i] = p.value,
-                None => {
-                    let mut values = vec![f64::NAN; m.model.features.len()];
-                    values[i] = p.value;
-                    m.latest.insert(p.asset_id.clone(), values);
-                }
-            }
-            let t = touched
-                .entry(p.asset_id.as_str())
-                .or_insert((p.timestamp, p.data_source_id.as_ref()));
-            if p.timestamp.millis() >= t.0.millis() {
-                *t = (p.timestamp, p.data_source_id.as_ref());
-            }
-        }
-        for (asset, (at, source)) in touched {
-            let Some(values) = m.latest.get(asset) else {
+            let Some(state) = m.latest.get_mut(&p.asset_id) else {
                 continue;
             };
-            if values.iter().any(|v| v.is_nan()) {
-                continue;
+            state.values[i] = p.value;
+            match state.newest {
+                None => {
+                    state.newest = Some(k);
+                    touched.push(p.asset_id.as_str());
+                }
+                Some(n) if p.timestamp.millis() >= points[n].timestamp.millis() => {
+                    state.newest = Some(k);
+                }
+                Some(_) => {}
             }
+        }
+        // The touched assets whose every feature has a value, scored together (rows walk
+        // each tree side by side).
+        let d = m.model.features.len();
+        let mut rows = Vec::with_capacity(touched.len() * d);
+        let mut scored = Vec::with_capacity(touched.len());
+        for asset in touched {
+            let Some(state) = m.latest.get_mut(asset) else {
+                continue;
+            };
+            let newest = state.newest.take();
+            if let Some(n) = newest.filter(|_| !state.values.iter().any(|x| x.is_nan())) {
+                rows.extend_from_slice(&state.values);
+                scored.push((asset, &points[n]));
+            }
+        }
+        let scores = m.forest.score(
+            &Rows {
+                values: &rows,
+                n_features: d,
+            },
+            1,
+        );
+        for ((asset, newest), value) in scored.into_iter().zip(scores) {
             out.push(Point {
                 asset_id: asset.to_string(),
                 tag_name: m.deployment.score_tag.clone(),
-                value: m.forest.score_row(values),
-                timestamp: at,
+                value,
+                timestamp: newest.timestamp,
                 quality: Quality::Good,
                 // The source of the points scored: alert rules of that source see the score.
-                data_source_id: source.cloned(),
+                data_source_id: newest.data_source_id.clone(),
             });
         }
     }
+    metrics::histogram!("plantd_ml_scoring_duration_seconds")
+        .record(started.elapsed().as_secs_f64());
     if out.is_empty() {
         return;
     }

@@ -36,8 +36,11 @@ pub(crate) enum Suite {
     Ota,
     /// An ML dataset's upload, validation and profile, beside pandas on the same file.
     MlDatasets,
-    /// The isolation forest's fit and score beside scikit-learn's on the same data.
+    /// The isolation forest's fit and score beside scikit-learn's on the same data, then the
+    /// live scorer's cost per ingested point.
     MlForest,
+    /// The live scorer's cost per ingested point alone (the last part of `ml-forest`).
+    MlLive,
 }
 
 /// Benchmarks of plantd that print tables, each running the release server as a separate

@@ -1,7 +1,8 @@
 //! `plantd-bench SUITE`: benchmarks of plantd that print tables (not tests), each running the
 //! release server as a separate process: `api`, `identity`, `console`, `telemetry`, `sim`,
 //! `connectors`, `alerts`, `licenses`, `fleet`, `ota`, `ml-datasets`; and `ml-forest`, the
-//! isolation forest itself beside scikit-learn (docs/benchmarks.md).
+//! isolation forest itself beside scikit-learn, then the live scorer's cost (`ml-live` alone)
+//! (docs/benchmarks.md).
 
 mod alerts;
 mod api;
@@ -36,5 +37,6 @@ async fn main() -> Result<()> {
         Suite::Ota => ota::run(&o).await,
         Suite::MlDatasets => ml_datasets::run(&o).await,
         Suite::MlForest => ml_forest::run(&o).await,
+        Suite::MlLive => ml_forest::live_scoring(&o).await,
     }
 }

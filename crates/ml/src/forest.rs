@@ -9,7 +9,7 @@
 //! use every core given (`threads`): trees, then rows, are split between threads, and each tree
 //! draws from its own generator seeded by the forest's seed and its index, so a seed gives the
 //! same forest on any number of threads. Missing values (NaN) are replaced by the feature's
-//! median in the training rows (over at most 20,000 of them, evenly spaced), at fit and at
+//! median in the training rows (over at most 2,048 of them, evenly spaced), at fit and at
 //! scoring.
 
 use rand::rngs::SmallRng;
@@ -468,7 +468,7 @@ impl Forest {
 }
 
 /// Rows a feature's fill value (its median) is taken over, at most.
-const MEDIAN_ROWS: usize = 20_000;
+const MEDIAN_ROWS: usize = 2_048;
 
 /// Rows walking one tree side by side.
 const LANES: usize = 8;

@@ -3,6 +3,10 @@
 //! says "not shown" are in docs/api.md ("ML training and models").
 
 use crate::Timestamp;
+use crate::dashboard::{
+    DisplayOptions, Layout, MAX_WIDGETS, Threshold, Widget, WidgetQuery, WidgetType,
+};
+use crate::telemetry::Aggregation;
 use serde::{Deserialize, Serialize};
 
 /// queued → running → completed | failed | cancelled; queued → cancelled.
@@ -185,4 +189,194 @@ pub struct Model {
 /// The tag a deployed model writes its score to.
 pub fn score_tag(model_id: &str) -> String {
     format!("anomaly_score:{model_id}")
+}
+
+/// The start of the ids of the widgets a deployment of `model_id` adds to dashboards.
+fn widget_prefix(model_id: &str) -> String {
+    format!("ml-{model_id}-")
+}
+
+/// `layout` with the widgets of `model`'s deployment (docs/api.md, "Deploy"): every asset of the
+/// deployment that a telemetry widget shows (by id, or through a variable whose default or
+/// options name it) gets, below the layout, a trend of the score with the model's threshold and
+/// the alerts on that asset; the widgets of an earlier deployment of the model are removed
+/// first, and an undeployed model's only removed. Answers `None` when nothing changes. Pairs
+/// that do not fit in [`MAX_WIDGETS`] are left out.
+pub fn with_score_widgets(layout: &Layout, model: &Model) -> Option<Layout> {
+    let prefix = widget_prefix(&model.id);
+    let mut out = layout.clone();
+    out.widgets.retain(|w| !w.id.starts_with(&prefix));
+    if let Some(d) = &model.deployment {
+        // The asset references (`PUMP-1` or `$asset`) of the layout that reach a deployed asset,
+        // each once, with the range of the first widget that uses it.
+        let deployed = |a: &str| d.asset_ids.iter().any(|x| x == a);
+        let mut refs: Vec<(String, Option<String>)> = Vec::new();
+        for w in &out.widgets {
+            let Some(q) = w.query.as_ref().filter(|_| w.kind.reads_telemetry()) else {
+                continue;
+            };
+            let Some(a) = q.asset_id.as_deref() else {
+                continue;
+            };
+            let reaches = match a.strip_prefix('$') {
+                Some(name) => out.variables.iter().any(|v| {
+                    v.name == name
+                        && (deployed(&v.default) || v.options.iter().any(|o| deployed(o)))
+                }),
+                None => deployed(a),
+            };
+            if reaches && !refs.iter().any(|(r, _)| r == a) {
+                refs.push((a.to_string(), q.range.clone()));
+            }
+        }
+        let mut y = out.widgets.iter().map(|w| w.y + w.h).max().unwrap_or(0);
+        let half = (out.columns / 2).max(1);
+        for (n, (asset, range)) in refs.into_iter().enumerate() {
+            if out.widgets.len() + 2 > MAX_WIDGETS || y > 1_000 {
+                break;
+            }
+            let query = |tags: Vec<String>| WidgetQuery {
+                data_source_id: None,
+                asset_id: Some(asset.clone()),
+                tags,
+                aggregation: None,
+                range: range.clone(),
+            };
+            out.widgets.push(Widget {
+                id: format!("{prefix}{n}-score"),
+                kind: WidgetType::LineChart,
+                title: format!("Anomaly score: {}", model.name)
+                    .chars()
+                    .take(200)
+                    .collect(),
+                x: 0,
+                y,
+                w: if out.columns > 1 { half } else { 1 },
+                h: 4,
+                query: Some(WidgetQuery {
+                    aggregation: Some(Aggregation::Max),
+                    ..query(vec![d.score_tag.clone()])
+                }),
+                options: Some(DisplayOptions {
+                    decimals: Some(3),
+                    min: Some(0.0),
+                    max: Some(1.0),
+                    thresholds: vec![Threshold {
+                        value: model.threshold,
+                        color: "critical".into(),
+                    }],
+                    unit: None,
+                }),
+                text: None,
+            });
+            out.widgets.push(Widget {
+                id: format!("{prefix}{n}-alerts"),
+                kind: WidgetType::AlertList,
+                title: "Alerts".into(),
+                x: if out.columns > 1 { half } else { 0 },
+                y: if out.columns > 1 { y } else { y + 4 },
+                w: if out.columns > 1 {
+                    out.columns - half
+                } else {
+                    1
+                },
+                h: 4,
+                query: Some(query(Vec::new())),
+                options: None,
+                text: None,
+            });
+            y += if out.columns > 1 { 4 } else { 8 };
+        }
+    }
+    (out != *layout).then_some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Validator;
+    use crate::dashboard::check_layout;
+
+    fn model(deployed: &[&str]) -> Model {
+        Model {
+            id: "m1".into(),
+            org_id: "o".into(),
+            name: "Pump".into(),
+            algorithm: Algorithm::IsolationForest,
+            features: vec!["t".into()],
+            hyperparameters: serde_json::from_value(serde_json::json!({})).unwrap(),
+            dataset_id: "d".into(),
+            dataset_version: None,
+            training_job_id: "j".into(),
+            metrics: TrainingMetrics::default(),
+            threshold: 0.62,
+            status: "deployed".into(),
+            deployment: (!deployed.is_empty()).then(|| Deployment {
+                asset_ids: deployed.iter().map(|s| s.to_string()).collect(),
+                feature_tags: Default::default(),
+                score_tag: score_tag("m1"),
+                deployed_at: Timestamp::from_millis(0),
+            }),
+            created_at: Timestamp::from_millis(0),
+        }
+    }
+
+    fn layout() -> Layout {
+        serde_json::from_value(serde_json::json!({
+            "variables": [{"name": "asset", "default": "P-2", "options": ["P-2", "P-3"]}],
+            "widgets": [
+                {"id": "a", "type": "line_chart", "x": 0, "y": 0, "w": 6, "h": 4,
+                 "query": {"asset_id": "P-1", "tags": ["temp"], "range": "24h"}},
+                {"id": "b", "type": "stat", "x": 6, "y": 0, "w": 6, "h": 5,
+                 "query": {"asset_id": "$asset", "tags": ["temp"]}},
+                {"id": "c", "type": "text", "x": 0, "y": 5, "w": 12, "h": 1, "text": "x"}
+            ]
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_deployment_draws_its_score_where_its_assets_are_shown_and_undeploy_removes_it() {
+        let l = layout();
+        // An asset the dashboard does not show: nothing changes.
+        assert_eq!(with_score_widgets(&l, &model(&["P-9"])), None);
+        let with = with_score_widgets(&l, &model(&["P-1", "P-3"])).unwrap();
+        let mut v = Validator::new();
+        check_layout(&mut v, "layout", &with);
+        assert!(v.finish().is_ok());
+        let added: Vec<_> = with.widgets[3..].iter().collect();
+        assert_eq!(added.len(), 4);
+        let q = added[0].query.as_ref().unwrap();
+        assert_eq!(
+            (q.asset_id.as_deref(), q.range.as_deref()),
+            (Some("P-1"), Some("24h"))
+        );
+        assert_eq!(q.tags, vec!["anomaly_score:m1".to_string()]);
+        assert_eq!(added[0].options.as_ref().unwrap().thresholds[0].value, 0.62);
+        assert_eq!(added[0].y, 6);
+        assert_eq!(added[1].kind, WidgetType::AlertList);
+        // The variable reaches P-3 through its options.
+        assert_eq!(
+            added[2].query.as_ref().unwrap().asset_id.as_deref(),
+            Some("$asset")
+        );
+        assert_eq!(added[2].y, 10);
+        // Deploying again changes nothing; undeploying removes exactly what was added.
+        assert_eq!(with_score_widgets(&with, &model(&["P-1", "P-3"])), None);
+        assert_eq!(with_score_widgets(&with, &model(&[])), Some(l));
+    }
+
+    #[test]
+    fn a_full_dashboard_gets_no_widgets() {
+        let mut l = layout();
+        let w = l.widgets[0].clone();
+        for i in 0..(MAX_WIDGETS - 3) {
+            l.widgets.push(Widget {
+                id: format!("w{i}"),
+                ..w.clone()
+            });
+        }
+        assert_eq!(l.widgets.len(), MAX_WIDGETS);
+        assert_eq!(with_score_widgets(&l, &model(&["P-1"])), None);
+    }
 }

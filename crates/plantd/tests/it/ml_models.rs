@@ -411,6 +411,40 @@ async fn a_deployed_model_scores_live_telemetry_and_raises_an_alert() {
     )
     .await
     .expect(400);
+    // A dashboard that charts the pump, one that does not, and one of another organization.
+    let chart = |asset: &str| {
+        json!({"name": format!("{asset} line"), "layout": {"widgets": [
+            {"id": "v", "type": "line_chart", "x": 0, "y": 0, "w": 12, "h": 4,
+             "query": {"asset_id": asset, "tags": ["Vibration_X"], "range": "6h"}}]}})
+    };
+    let pump_board = app
+        .post("/dashboards", &k, chart("Pump_01"))
+        .await
+        .expect(201)
+        .id();
+    let fan_board = app
+        .post("/dashboards", &k, chart("Fan_01"))
+        .await
+        .expect(201)
+        .id();
+    let (_, other) = app.other_org("Other deploy", Tier::Enterprise).await;
+    let other_board = app
+        .post("/dashboards", &other, chart("Pump_01"))
+        .await
+        .expect(201)
+        .id();
+    let widgets = |key: String, id: String| {
+        let app = &app;
+        async move {
+            app.get(&format!("/dashboards/{id}"), &key)
+                .await
+                .expect(200)
+                .json["data"]["layout"]["widgets"]
+                .as_array()
+                .unwrap()
+                .clone()
+        }
+    };
     let deployed = app
         .post(
             &format!("/ml/models/{model}/deploy"),
@@ -427,6 +461,20 @@ async fn a_deployed_model_scores_live_telemetry_and_raises_an_alert() {
         d["deployment"]["feature_tags"],
         json!({"a": "Vibration_X", "b": "b"})
     );
+    // The pump's dashboard now draws the score with the model's threshold, and its alerts.
+    let drawn = widgets(k.clone(), pump_board.clone()).await;
+    assert_eq!(drawn.len(), 3, "{drawn:?}");
+    assert_eq!(drawn[1]["type"], "line_chart");
+    assert_eq!(drawn[1]["query"]["tags"], json!([tag]));
+    assert_eq!(drawn[1]["query"]["asset_id"], "Pump_01");
+    assert_eq!(drawn[1]["query"]["range"], "6h");
+    assert_eq!(
+        drawn[1]["options"]["thresholds"][0]["value"],
+        d["threshold"]
+    );
+    assert_eq!(drawn[2]["type"], "alert_list");
+    assert_eq!(widgets(k.clone(), fan_board.clone()).await.len(), 1);
+    assert_eq!(widgets(other.clone(), other_board.clone()).await.len(), 1);
     app.post(
         "/alert-rules",
         &k,
@@ -488,6 +536,7 @@ async fn a_deployed_model_scores_live_telemetry_and_raises_an_alert() {
         .expect(200);
     assert_eq!(undeployed.json["data"]["status"], "ready");
     assert_eq!(undeployed.json["data"]["deployment"], Value::Null);
+    assert_eq!(widgets(k.clone(), pump_board.clone()).await.len(), 1);
     let before = app
         .get(
             &format!("/telemetry?asset_id=Pump_01&tag_name={tag}&per_page=100"),
@@ -509,7 +558,6 @@ async fn a_deployed_model_scores_live_telemetry_and_raises_an_alert() {
         .json["meta"]["total"]
         .clone();
     assert_eq!(before, after);
-    let (_, other) = app.other_org("Other deploy", Tier::Enterprise).await;
     app.post(
         &format!("/ml/models/{model}/deploy"),
         &other,
