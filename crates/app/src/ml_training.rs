@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use plantd_ml::forest::{self, Forest, Params, Rows};
+use plantd_ml::evaluate;
+use plantd_ml::forest::{Forest, Params, Rows};
 use plantd_model::Timestamp;
 use plantd_model::ml::ColumnType;
 use plantd_model::ml_models::{
@@ -65,9 +66,9 @@ fn summary(scores: &[f64]) -> ScoreSummary {
     }
     ScoreSummary {
         min: scores.iter().copied().fold(f64::INFINITY, f64::min),
-        p50: forest::percentile(scores, 50.0),
-        p90: forest::percentile(scores, 90.0),
-        p99: forest::percentile(scores, 99.0),
+        p50: evaluate::percentile(scores, 50.0),
+        p90: evaluate::percentile(scores, 90.0),
+        p99: evaluate::percentile(scores, 99.0),
         max: scores.iter().copied().fold(f64::NEG_INFINITY, f64::max),
         histogram,
     }
@@ -411,7 +412,7 @@ fn metrics(forest: &Forest, scores: &[f64], labels: &[Option<bool>]) -> Training
         .zip(labels)
         .filter_map(|(s, l)| l.map(|l| (*s, l)))
         .unzip();
-    let auc = forest::roc_auc(&s, &l);
+    let auc = evaluate::roc_auc(&s, &l);
     let (mut tp, mut fp, mut fn_) = (0u64, 0u64, 0u64);
     for (score, anomaly) in s.iter().zip(&l) {
         match (*score > forest.threshold, *anomaly) {

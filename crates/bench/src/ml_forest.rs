@@ -9,7 +9,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
-use plantd_ml::forest::{Forest, Params, Rows, roc_auc};
+use plantd_ml::evaluate::roc_auc;
+use plantd_ml::forest::{Forest, Params, Rows};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::Value;

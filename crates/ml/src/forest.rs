@@ -14,6 +14,7 @@
 //! median in the training rows (over at most 2,048 of them, evenly spaced), at fit and at
 //! scoring.
 
+use crate::evaluate::percentile;
 use rand::rngs::SmallRng;
 use rand::seq::index;
 use rand::{Rng, SeedableRng};
@@ -165,19 +166,6 @@ fn median(mut v: Vec<f64>) -> f64 {
         let lower = below.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         (lower + mid) / 2.0
     }
-}
-
-/// numpy's `percentile(v, q)` with linear interpolation, `q` in [0, 100].
-pub fn percentile(v: &[f64], q: f64) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let mut s = v.to_vec();
-    s.sort_unstable_by(f64::total_cmp);
-    let pos = q / 100.0 * (s.len() - 1) as f64;
-    let lo = pos.floor() as usize;
-    let hi = pos.ceil() as usize;
-    s[lo] + (s[hi] - s[lo]) * (pos - lo as f64)
 }
 
 struct Grower<'a> {
@@ -479,7 +467,7 @@ impl Forest {
                 let f = tree.feature[*at] as usize;
                 let x = values[(first + k) * d + f];
                 let v = if x.is_nan() { self.fill[f] } else { x };
-                *at = 2 * *at + 1 + usize::from(!(v < tree.value[*at]));
+                *at = 2 * *at + 2 - usize::from(v < tree.value[*at]);
             }
         }
         let base = tree.feature.len();
@@ -667,39 +655,10 @@ impl Forest {
     }
 }
 
-/// ROC AUC of `scores` against `positive` (higher scores should be the positives): the
-/// probability that a positive outscores a negative, ties counting half. `None` without both.
-pub fn roc_auc(scores: &[f64], positive: &[bool]) -> Option<f64> {
-    let mut pairs: Vec<(f64, bool)> = scores
-        .iter()
-        .copied()
-        .zip(positive.iter().copied())
-        .collect();
-    pairs.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
-    let pos = pairs.iter().filter(|p| p.1).count();
-    let neg = pairs.len() - pos;
-    if pos == 0 || neg == 0 {
-        return None;
-    }
-    // Sum of the positives' ranks (1-based, ties averaged).
-    let mut rank_sum = 0.0;
-    let mut i = 0;
-    while i < pairs.len() {
-        let mut j = i;
-        while j + 1 < pairs.len() && pairs[j + 1].0 == pairs[i].0 {
-            j += 1;
-        }
-        let rank = (i + j) as f64 / 2.0 + 1.0;
-        rank_sum += rank * pairs[i..=j].iter().filter(|p| p.1).count() as f64;
-        i = j + 1;
-    }
-    let u = rank_sum - (pos * (pos + 1)) as f64 / 2.0;
-    Some(u / (pos as f64 * neg as f64))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::evaluate::roc_auc;
 
     #[test]
     fn c_is_exact() {
@@ -818,12 +777,5 @@ mod tests {
             n_features: 4,
         };
         assert!(Forest::fit(&rows, &Params::default(), 2, &|| true, &|_| {}).is_none());
-    }
-
-    #[test]
-    fn auc_counts_ties_half() {
-        assert_eq!(roc_auc(&[0.1, 0.9], &[false, true]), Some(1.0));
-        assert_eq!(roc_auc(&[0.5, 0.5], &[false, true]), Some(0.5));
-        assert_eq!(roc_auc(&[0.5], &[true]), None);
     }
 }
