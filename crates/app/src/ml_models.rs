@@ -459,6 +459,9 @@ async fn score(
                 scored.push((asset, &points[n]));
             }
         }
+        if scored.is_empty() {
+            continue;
+        }
         let scores = m.forest.score(
             &Rows {
                 values: &rows,

@@ -15,9 +15,12 @@
 //! scoring.
 
 use crate::evaluate::percentile;
+use complete::{Complete, layouts};
 use rand::rngs::SmallRng;
 use rand::seq::index;
 use rand::{Rng, SeedableRng};
+
+mod complete;
 
 /// Hyperparameters, checked by [`Params::check`].
 #[derive(Clone, Debug, PartialEq)]
@@ -129,6 +132,9 @@ pub struct Forest {
     pub fill: Vec<f64>,
     /// A score above it is an anomaly.
     pub threshold: f64,
+    /// Each tree in the complete layout when it is at most 10 deep (`complete.rs`), for
+    /// scoring batches (built with the forest, from `trees`).
+    layout: Vec<Option<Complete>>,
 }
 
 /// Rows, row-major: `values[row * n_features + feature]`.
@@ -249,62 +255,6 @@ impl Grower<'_> {
     }
 }
 
-/// A tree laid out complete for scoring: node `k`'s children are `2k + 1` (below the split)
-/// and `2k + 2`, every row takes exactly `depth` steps, and the last level holds the path
-/// lengths. A leaf above the last level is carried down by splits that send every row right
-/// (a NaN split value: `v < NaN` is false for every `v`), so a walk is a fixed loop without a
-/// leaf test, the same for rows walked side by side.
-struct Complete {
-    depth: usize,
-    feature: Vec<u32>,
-    value: Vec<f64>,
-    leaf: Vec<f64>,
-}
-
-/// The deepest tree scored in the complete layout (2^10 leaves, 24 KB); deeper ones (a
-/// `max_samples` over 1,024) walk their nodes.
-const COMPLETE_DEPTH: usize = 10;
-
-impl Complete {
-    fn of(tree: &[Node], depth: usize) -> Complete {
-        let internal = (1usize << depth) - 1;
-        let mut c = Complete {
-            depth,
-            feature: vec![0; internal],
-            value: vec![f64::NAN; internal],
-            leaf: vec![0.0; internal + 1],
-        };
-        c.place(tree, 0, 0, 0);
-        c
-    }
-
-    fn place(&mut self, tree: &[Node], src: usize, k: usize, level: usize) {
-        let n = tree[src];
-        if level == self.depth {
-            // Only leaves reach the last level (trees are grown to `depth` at most).
-            self.leaf[k - self.feature.len()] = n.value;
-        } else if n.feature == LEAF {
-            // Carried down the right side (the split value stays NaN).
-            self.place(tree, src, 2 * k + 2, level + 1);
-        } else {
-            self.feature[k] = n.feature;
-            self.value[k] = n.value;
-            self.place(tree, src + 1, 2 * k + 1, level + 1);
-            self.place(tree, n.right as usize, 2 * k + 2, level + 1);
-        }
-    }
-}
-
-/// The depth of a tree's deepest leaf.
-fn depth_of(tree: &[Node], at: usize) -> usize {
-    let n = tree[at];
-    if n.feature == LEAF {
-        0
-    } else {
-        1 + depth_of(tree, at + 1).max(depth_of(tree, n.right as usize))
-    }
-}
-
 /// The generator of tree `t` of a forest seeded with `seed`.
 fn tree_rng(seed: u64, t: usize) -> SmallRng {
     SmallRng::seed_from_u64(seed ^ (t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
@@ -392,10 +342,12 @@ impl Forest {
             }
         });
         let trees: Option<Vec<Vec<Node>>> = trees.into_iter().collect();
+        let trees = trees?;
         Some(Forest {
             n_features: d,
             max_samples,
-            trees: trees?,
+            layout: layouts(&trees),
+            trees,
             fill,
             threshold: f64::NAN,
         })
@@ -453,27 +405,6 @@ impl Forest {
         out
     }
 
-    /// [`Forest::paths`] through a tree in the complete layout.
-    fn paths_complete(
-        &self,
-        tree: &Complete,
-        values: &[f64],
-        d: usize,
-        first: usize,
-    ) -> [f64; LANES] {
-        let mut at = [0usize; LANES];
-        for _ in 0..tree.depth {
-            for (k, at) in at.iter_mut().enumerate() {
-                let f = tree.feature[*at] as usize;
-                let x = values[(first + k) * d + f];
-                let v = if x.is_nan() { self.fill[f] } else { x };
-                *at = 2 * *at + 2 - usize::from(v < tree.value[*at]);
-            }
-        }
-        let base = tree.feature.len();
-        at.map(|k| tree.leaf[k - base])
-    }
-
     /// The anomaly score of one row (`n_features` values; NaN for a missing one).
     pub fn score_row(&self, row: &[f64]) -> f64 {
         let total: f64 = self.trees.iter().map(|t| self.path(t, row)).sum();
@@ -496,54 +427,52 @@ impl Forest {
         let per = n.div_ceil(threads).max(1);
         let norm = c(self.max_samples);
         let trees = self.trees.len() as f64;
-        // Trees of a usual depth are walked in the complete layout (built here: microseconds).
-        let complete: Vec<Option<Complete>> = self
-            .trees
-            .iter()
-            .map(|t| {
-                let depth = depth_of(t, 0);
-                (depth <= COMPLETE_DEPTH).then(|| Complete::of(t, depth))
-            })
-            .collect();
-        let complete = &complete;
-        std::thread::scope(|s| {
-            for (part, slots) in out.chunks_mut(per).enumerate() {
-                s.spawn(move || {
-                    let first = part * per;
-                    for (b, block) in slots.chunks_mut(BLOCK).enumerate() {
-                        let start = first + b * BLOCK;
-                        let mut sums = [0.0f64; BLOCK];
-                        let n = block.len();
-                        for (tree, complete) in self.trees.iter().zip(complete) {
-                            // Rows walk the tree LANES at a time: independent walks overlap
-                            // their memory reads.
-                            let mut i = 0;
-                            while i + LANES <= n {
-                                let paths = match complete {
-                                    Some(t) => self.paths_complete(t, rows.values, d, start + i),
-                                    None => self.paths(tree, rows.values, d, start + i),
-                                };
-                                for (k, p) in paths.iter().enumerate() {
-                                    sums[i + k] += p;
-                                }
-                                i += LANES;
-                            }
-                            for (k, sum) in sums.iter_mut().enumerate().take(n).skip(i) {
-                                let r = start + k;
-                                *sum += self.path(tree, &rows.values[r * d..(r + 1) * d]);
-                            }
+        // Trees of a usual depth are walked in the complete layout.
+        let complete = &self.layout;
+        // Scores rows `first..` into `slots`.
+        let work = move |first: usize, slots: &mut [f64]| {
+            for (b, block) in slots.chunks_mut(BLOCK).enumerate() {
+                let start = first + b * BLOCK;
+                let mut sums = [0.0f64; BLOCK];
+                let n = block.len();
+                for (tree, complete) in self.trees.iter().zip(complete) {
+                    // Rows walk the tree LANES at a time: independent walks overlap their
+                    // memory reads.
+                    let mut i = 0;
+                    while i + LANES <= n {
+                        let paths = match complete {
+                            Some(t) => t.paths(&self.fill, rows.values, d, start + i),
+                            None => self.paths(tree, rows.values, d, start + i),
+                        };
+                        for (k, p) in paths.iter().enumerate() {
+                            sums[i + k] += p;
                         }
-                        for (slot, sum) in block.iter_mut().zip(sums) {
-                            *slot = if norm == 0.0 {
-                                0.5
-                            } else {
-                                2f64.powf(-(sum / trees) / norm)
-                            };
-                        }
+                        i += LANES;
                     }
-                });
+                    for (k, sum) in sums.iter_mut().enumerate().take(n).skip(i) {
+                        let r = start + k;
+                        *sum += self.path(tree, &rows.values[r * d..(r + 1) * d]);
+                    }
+                }
+                for (slot, sum) in block.iter_mut().zip(sums) {
+                    *slot = if norm == 0.0 {
+                        0.5
+                    } else {
+                        2f64.powf(-(sum / trees) / norm)
+                    };
+                }
             }
-        });
+        };
+        if threads == 1 {
+            // On the caller's thread (the live scorer's small batches: no thread to start).
+            work(0, &mut out);
+        } else {
+            std::thread::scope(|s| {
+                for (part, slots) in out.chunks_mut(per).enumerate() {
+                    s.spawn(move || work(part * per, slots));
+                }
+            });
+        }
         out
     }
 }
@@ -648,6 +577,7 @@ impl Forest {
         Ok(Forest {
             n_features: fill.len(),
             max_samples: v["max_samples"].as_u64().ok_or("max_samples is missing")? as usize,
+            layout: layouts(&trees),
             trees,
             fill,
             threshold: v["threshold"].as_f64().ok_or("threshold is missing")?,

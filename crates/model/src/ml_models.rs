@@ -281,7 +281,10 @@ pub fn with_score_widgets(layout: &Layout, model: &Model) -> Option<Layout> {
                     1
                 },
                 h: 4,
-                query: Some(query(Vec::new())),
+                query: Some(WidgetQuery {
+                    range: None,
+                    ..query(Vec::new())
+                }),
                 options: None,
                 text: None,
             });
