@@ -7,10 +7,10 @@
 //! Trees are flat arrays of nodes; a leaf keeps its whole path length (its depth plus c(k)),
 //! so scoring walks a row down each tree and adds one number, without allocation; a batch walks
 //! 8 rows side by side through each tree, laid out complete when it is at most 10 deep (a fixed
-//! number of steps without a leaf test: twice as fast). Fit and score
-//! use every core given (`threads`): trees, then rows, are split between threads, and each tree
-//! draws from its own generator seeded by the forest's seed and its index, so a seed gives the
-//! same forest on any number of threads. Missing values (NaN) are replaced by the feature's
+//! number of steps without a leaf test: twice as fast). Fit and score use every core given
+//! (`threads`): trees, then rows, are split between threads, and each tree draws from its own
+//! generator seeded by the forest's seed and its index, so a seed gives the same forest on any
+//! number of threads. Missing values (NaN) are replaced by the feature's
 //! median in the training rows (over at most 2,048 of them, evenly spaced), at fit and at
 //! scoring.
 
@@ -121,7 +121,8 @@ pub struct Node {
 
 pub const LEAF: u32 = u32::MAX;
 
-/// A fitted forest.
+/// A fitted forest (made by [`Forest::fit`] or [`Forest::from_json`]; its fields are for
+/// reading: the scoring layout is built from `trees` when it is made).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Forest {
     pub n_features: usize,
@@ -262,9 +263,9 @@ fn tree_rng(seed: u64, t: usize) -> SmallRng {
 
 impl Forest {
     /// Fits a forest on `rows` (at least two; finite numbers, NaN for a missing value) with
-    /// `threads` threads; `cancelled` is asked
-    /// between trees (fit stops early and answers `None`), `progress` told how many trees are
-    /// done. Its threshold is set by [`Forest::set_threshold`] from the training rows' scores.
+    /// `threads` threads; `cancelled` is asked between trees (fit stops early and answers
+    /// `None`), `progress` told how many trees are done. Its threshold is set by
+    /// [`Forest::set_threshold`] from the training rows' scores.
     pub fn fit(
         rows: &Rows<'_>,
         p: &Params,
