@@ -240,22 +240,18 @@ fn scan(t: i64, prefix: &str, assets: usize, rng: &mut SmallRng) -> Value {
     serde_json::json!({ "data": data })
 }
 
-/// Sends `BATCHES` scans of the `LIVE` assets; answers (seconds, server CPU seconds).
-async fn ingest_scans(addr: &str, key: &str, pid: u32, t0: i64) -> anyhow::Result<(f64, f64)> {
+/// Sends `BATCHES` scans of the `LIVE` assets; answers the seconds they took.
+async fn ingest_scans(addr: &str, key: &str, t0: i64) -> anyhow::Result<f64> {
     let mut rng = SmallRng::seed_from_u64(5);
     let bodies: Vec<Value> = (0..BATCHES)
         .map(|i| scan(t0 + i as i64 * 1000, "LIVE", ASSETS, &mut rng))
         .collect();
     let mut http = crate::harness::connect(addr).await?;
-    let cpu = crate::sim::cpu_seconds(pid)?;
     let t = Instant::now();
     for b in &bodies {
         crate::harness::post_json(&mut http, addr, "/v1/telemetry", key, b, 200).await?;
     }
-    Ok((
-        t.elapsed().as_secs_f64(),
-        crate::sim::cpu_seconds(pid)? - cpu,
-    ))
+    Ok(t.elapsed().as_secs_f64())
 }
 
 /// The live scorer's compute so far, in seconds (`plantd_ml_scoring_duration_seconds_sum`).
@@ -364,7 +360,7 @@ pub(crate) async fn live_scoring(o: &Options) -> anyhow::Result<()> {
     anyhow::ensure!(!model.is_empty(), "the training job did not complete");
     // Warm up the series (their first points create them), then measure without a model.
     let t0 = plantd_model::Timestamp::now().millis() - 3_600_000;
-    ingest_scans(&addr, &key, pid, t0 - 600_000).await?;
+    ingest_scans(&addr, &key, t0 - 600_000).await?;
     // CPU from the first batch until the server is idle again: the scorer runs after the
     // answers, and the sealer compresses what a phase wrote once its ingest pauses, so each
     // phase is charged its own background work and none of the other's.
@@ -373,7 +369,7 @@ pub(crate) async fn live_scoring(o: &Options) -> anyhow::Result<()> {
         async move {
             wait_idle(pid).await?;
             let cpu = crate::sim::cpu_seconds(pid)?;
-            let (secs, _) = ingest_scans(&addr, &key, pid, t).await?;
+            let secs = ingest_scans(&addr, &key, t).await?;
             wait_idle(pid).await?;
             anyhow::Ok((secs, crate::sim::cpu_seconds(pid)? - cpu))
         }
@@ -391,7 +387,7 @@ pub(crate) async fn live_scoring(o: &Options) -> anyhow::Result<()> {
     .await?;
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     // The scores' series are created by a first round too.
-    ingest_scans(&addr, &key, pid, t0 + 200_000).await?;
+    ingest_scans(&addr, &key, t0 + 200_000).await?;
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     let scoring = scoring_seconds(&mut http, &addr, &key).await?;
     let (scored_s, scored_cpu) = measure(t0 + 400_000).await?;
