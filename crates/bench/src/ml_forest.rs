@@ -270,24 +270,6 @@ async fn scoring_seconds(
         .unwrap_or(0.0))
 }
 
-/// Waits until the server used under 2.5% of a core for two seconds in a row (at most 60 s).
-async fn wait_idle(pid: u32) -> anyhow::Result<()> {
-    let mut quiet = 0;
-    for _ in 0..60 {
-        let before = crate::sim::cpu_seconds(pid)?;
-        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-        quiet = if crate::sim::cpu_seconds(pid)? - before < 0.025 {
-            quiet + 1
-        } else {
-            0
-        };
-        if quiet == 2 {
-            break;
-        }
-    }
-    Ok(())
-}
-
 /// The live scorer's cost: the same scans ingested with no model deployed and with a model
 /// deployed to every asset (10 features), the server's CPU per point compared.
 pub(crate) async fn live_scoring(o: &Options) -> anyhow::Result<()> {
@@ -367,10 +349,10 @@ pub(crate) async fn live_scoring(o: &Options) -> anyhow::Result<()> {
     let measure = |t: i64| {
         let (addr, key) = (addr.clone(), key.clone());
         async move {
-            wait_idle(pid).await?;
+            crate::sim::wait_idle(pid).await?;
             let cpu = crate::sim::cpu_seconds(pid)?;
             let secs = ingest_scans(&addr, &key, t).await?;
-            wait_idle(pid).await?;
+            crate::sim::wait_idle(pid).await?;
             anyhow::Ok((secs, crate::sim::cpu_seconds(pid)? - cpu))
         }
     };

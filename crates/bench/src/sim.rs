@@ -30,6 +30,24 @@ pub(crate) fn cpu_seconds(pid: u32) -> Result<f64> {
     Ok((utime + stime) / TICKS)
 }
 
+/// Waits until the server used under 2.5% of a core for two seconds in a row (at most 60 s).
+pub(crate) async fn wait_idle(pid: u32) -> anyhow::Result<()> {
+    let mut quiet = 0;
+    for _ in 0..60 {
+        let before = cpu_seconds(pid)?;
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        quiet = if cpu_seconds(pid)? - before < 0.025 {
+            quiet + 1
+        } else {
+            0
+        };
+        if quiet == 2 {
+            break;
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn rss_mib(pid: u32) -> Result<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     let kb: f64 = status

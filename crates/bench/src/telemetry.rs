@@ -545,6 +545,11 @@ async fn series_rows(
                     .collect()
             })
             .collect();
+        // Each row on a quiet server: what an earlier row left (its flush, the sealer's merges
+        // of its windows) is not this row's cost.
+        let pid = server.child.id();
+        crate::sim::wait_idle(pid).await?;
+        let cpu_before = crate::sim::cpu_seconds(pid)?;
         let plantd = ingest_load(&server.addr, ingest_keys, bodies, BATCH, o.duration).await?;
         if plantd.per_second * o.duration.as_secs_f64() > (per_writer * writers) as f64 {
             println!("{name:<11} (the fresh scans ran out: later batches replaced earlier points)");
@@ -564,6 +569,11 @@ async fn series_rows(
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
         let drain = drained.elapsed().as_secs_f64();
+        // All the server's work for the row's points: ingest, flush, and what the sealer
+        // then does (until the server is idle again).
+        crate::sim::wait_idle(pid).await?;
+        let cpu_per_point = (crate::sim::cpu_seconds(pid)? - cpu_before) * 1e6
+            / (plantd.per_second * o.duration.as_secs_f64());
         let sustained =
             plantd.per_second * o.duration.as_secs_f64() / (o.duration.as_secs_f64() + drain);
         let rss = peak_rss_mb(server);
@@ -579,7 +589,7 @@ async fn series_rows(
             ratio,
         );
         println!(
-            "{name:<11} (after the row: {backlog:.0} points waiting in the telemetry log, written in {drain:.1} s: {sustained:.0} points/s sustained; server peak RSS {rss} MB)"
+            "{name:<11} (after the row: {backlog:.0} points waiting in the telemetry log, written in {drain:.1} s: {sustained:.0} points/s sustained; the server's CPU until idle {cpu_per_point:.1} us a point; peak RSS {rss} MB)"
         );
     }
     Ok(())

@@ -4,8 +4,8 @@
 //! Two encodings behind a one-byte tag. `PLAIN` keeps the columns as little-endian numbers: the
 //! head, written by ingest for a few points of the open window, where compressing would cost more
 //! time than it saves bytes. `PCO` compresses each column with pco (the maintained numeric codec of
-//! the pcodec project): timestamps by its delta encoding (a regular 1 s series is delta-of-delta
-//! zero and costs almost nothing), values by its float modes (multiples of a decimal step, drifts
+//! the pcodec project): timestamps by first-order deltas (a regular 1 s series' deltas are one
+//! value and cost almost nothing), values by its float modes (multiples of a decimal step, drifts
 //! and steps) losslessly, bit for bit. The framing around the columns is only lengths: no
 //! compression of our own.
 
@@ -17,6 +17,26 @@ const PCO: u8 = 2;
 
 /// Points per block below which ingest writes the plain encoding (sealing compresses later).
 pub(crate) const COMPRESS_FROM: usize = 256;
+
+/// pco's settings for a column of timestamps (or bucket starts): first-order deltas, without the
+/// search for a mode and a delta order that pco's defaults run for every column compressed. A
+/// regular series' deltas are one value and cost almost nothing; jittered ones cost what pco's
+/// own choice does. Level 4 (of 12): the few hundred points of a window gain nothing from more
+/// bins. Half the time of the defaults on a window of 256 points and the same bytes (measured on
+/// ramps and noisy values, with and without jitter).
+pub(crate) fn times_config() -> pco::ChunkConfig {
+    pco::ChunkConfig::default()
+        .with_compression_level(4)
+        .with_mode_spec(pco::ModeSpec::Classic)
+        .with_delta_spec(pco::DeltaSpec::TryConsecutive(1))
+}
+
+/// pco's settings for a column of values: its own choice of mode (multiples of a decimal step,
+/// drifts) and delta order, at level 6 (of 12): the bytes of the default level 8 on a window,
+/// in about two thirds of the time.
+pub(crate) fn values_config() -> pco::ChunkConfig {
+    pco::ChunkConfig::default().with_compression_level(6)
+}
 
 /// A block's points in time order, as columns.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -120,8 +140,8 @@ pub(crate) fn encode(c: &Columns, compress: bool) -> Result<Vec<u8>> {
         }
         return Ok(out);
     }
-    let config = pco::ChunkConfig::default();
-    let ts = pco::standalone::simple_compress(&c.ts, &config).map_err(codec)?;
+    let config = values_config();
+    let ts = pco::standalone::simple_compress(&c.ts, &times_config()).map_err(codec)?;
     let values = pco::standalone::simple_compress(&c.values, &config).map_err(codec)?;
     // Quality is nearly always "good": an empty column says so.
     let quality = if c.quality.iter().all(|q| *q == 0) {

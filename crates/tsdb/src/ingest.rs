@@ -15,7 +15,7 @@ use crate::sql::{Statement, cached_sql, value_rows};
 
 /// Series created per statement (4 parameters each).
 const SERIES_PER_STATEMENT: usize = 250;
-use crate::state::{SeriesEntry, SeriesKey, Shared};
+use crate::state::{SeriesEntry, SeriesIds, SeriesKey, Shared};
 use std::sync::Arc;
 use tokio::sync::oneshot;
 
@@ -138,7 +138,8 @@ impl Shared {
     /// points name), sorted; `None` sends the batch to the writer's slower path.
     fn rows_from_cache(&self, org_id: &str, points: &[Point]) -> Option<Vec<RawPoint>> {
         let series = self.series.lock().unwrap_or_else(|p| p.into_inner());
-        let mut key = (org_id.to_string(), String::new(), String::new());
+        let of_org = series.of_org(org_id)?;
+        let mut buf = Vec::new();
         let mut rows = Vec::with_capacity(points.len());
         let mut last: Option<(&Point, i64)> = None;
         for p in points {
@@ -150,16 +151,10 @@ impl Shared {
                 {
                     id
                 }
-                _ => {
-                    key.1.clone_from(&p.asset_id);
-                    key.2.clone_from(&p.tag_name);
-                    match series.get(&key) {
-                        Some((id, ds)) if p.data_source_id.is_none() || *ds == p.data_source_id => {
-                            *id
-                        }
-                        _ => return None,
-                    }
-                }
+                _ => match of_org.get(SeriesIds::key(&mut buf, &p.asset_id, &p.tag_name)) {
+                    Some((id, ds)) if p.data_source_id.is_none() || *ds == p.data_source_id => *id,
+                    _ => return None,
+                },
             };
             last = Some((p, id));
             rows.push(((id, p.timestamp.millis()), (p.value, p.quality.code())));
@@ -323,21 +318,22 @@ trait CloneSubset {
     ) -> HashMap<(&'a str, &'a str), (i64, Option<String>)>;
 }
 
-impl CloneSubset for foldhash::HashMap<SeriesKey, SeriesEntry> {
+impl CloneSubset for SeriesIds {
     fn clone_subset<'a>(
         &self,
         org_id: &str,
         points: &'a [Point],
     ) -> HashMap<(&'a str, &'a str), (i64, Option<String>)> {
         let mut out = HashMap::new();
-        let mut key = (org_id.to_string(), String::new(), String::new());
+        let Some(of_org) = self.of_org(org_id) else {
+            return out;
+        };
+        let mut buf = Vec::new();
         for p in points {
             if out.contains_key(&(p.asset_id.as_str(), p.tag_name.as_str())) {
                 continue;
             }
-            key.1.clone_from(&p.asset_id);
-            key.2.clone_from(&p.tag_name);
-            if let Some(v) = self.get(&key) {
+            if let Some(v) = of_org.get(SeriesIds::key(&mut buf, &p.asset_id, &p.tag_name)) {
                 out.insert((p.asset_id.as_str(), p.tag_name.as_str()), v.clone());
             }
         }

@@ -53,13 +53,13 @@ pub(crate) fn encode(minutes: &[Minute]) -> Result<Vec<u8>> {
 }
 
 fn encode_packed(minutes: &[Minute], n: u32) -> Result<Vec<u8>> {
-    let config = pco::ChunkConfig::default();
+    let config = crate::block::values_config();
     let starts: Vec<i64> = minutes.iter().map(|(b, _)| *b).collect();
     let counts: Vec<i64> = minutes.iter().map(|(_, d)| d.count).collect();
     let floats =
         |f: fn(&BucketStats) -> f64| -> Vec<f64> { minutes.iter().map(|(_, d)| f(d)).collect() };
     let parts = [
-        pco::standalone::simple_compress(&starts, &config).map_err(codec)?,
+        pco::standalone::simple_compress(&starts, &crate::block::times_config()).map_err(codec)?,
         pco::standalone::simple_compress(&counts, &config).map_err(codec)?,
         pco::standalone::simple_compress(&floats(|d| d.sum), &config).map_err(codec)?,
         pco::standalone::simple_compress(&floats(|d| d.min), &config).map_err(codec)?,
