@@ -64,11 +64,12 @@ fn summary(scores: &[f64]) -> ScoreSummary {
     for s in scores {
         histogram[((s * 20.0) as usize).min(19)] += 1;
     }
+    let p = evaluate::percentiles(scores, &[50.0, 90.0, 99.0]);
     ScoreSummary {
         min: scores.iter().copied().fold(f64::INFINITY, f64::min),
-        p50: evaluate::percentile(scores, 50.0),
-        p90: evaluate::percentile(scores, 90.0),
-        p99: evaluate::percentile(scores, 99.0),
+        p50: p[0],
+        p90: p[1],
+        p99: p[2],
         max: scores.iter().copied().fold(f64::NEG_INFINITY, f64::max),
         histogram,
     }

@@ -3,15 +3,24 @@
 
 /// numpy's `percentile(v, q)` with linear interpolation, `q` in [0, 100].
 pub fn percentile(v: &[f64], q: f64) -> f64 {
+    percentiles(v, &[q])[0]
+}
+
+/// [`percentile`] at each of `qs`, sorting `v` once.
+pub fn percentiles(v: &[f64], qs: &[f64]) -> Vec<f64> {
     if v.is_empty() {
-        return f64::NAN;
+        return vec![f64::NAN; qs.len()];
     }
     let mut s = v.to_vec();
     s.sort_unstable_by(f64::total_cmp);
-    let pos = q / 100.0 * (s.len() - 1) as f64;
-    let lo = pos.floor() as usize;
-    let hi = pos.ceil() as usize;
-    s[lo] + (s[hi] - s[lo]) * (pos - lo as f64)
+    qs.iter()
+        .map(|q| {
+            let pos = q / 100.0 * (s.len() - 1) as f64;
+            let lo = pos.floor() as usize;
+            let hi = pos.ceil() as usize;
+            s[lo] + (s[hi] - s[lo]) * (pos - lo as f64)
+        })
+        .collect()
 }
 
 /// ROC AUC of `scores` against `positive` (higher scores should be the positives): the

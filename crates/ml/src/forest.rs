@@ -409,12 +409,16 @@ impl Forest {
     /// The anomaly score of one row (`n_features` values; NaN for a missing one).
     pub fn score_row(&self, row: &[f64]) -> f64 {
         let total: f64 = self.trees.iter().map(|t| self.path(t, row)).sum();
-        let mean = total / self.trees.len() as f64;
-        let norm = c(self.max_samples);
+        self.score_of(total, c(self.max_samples))
+    }
+
+    /// The score of a row whose paths through the trees add up to `total` (`norm`: c of
+    /// `max_samples`), the same arithmetic for one row and for a batch.
+    fn score_of(&self, total: f64, norm: f64) -> f64 {
         if norm == 0.0 {
             return 0.5;
         }
-        2f64.powf(-mean / norm)
+        2f64.powf(-(total / self.trees.len() as f64) / norm)
     }
 
     /// The scores of many rows, on `threads` threads. Rows go through the trees in blocks of
@@ -427,7 +431,6 @@ impl Forest {
         let threads = threads.clamp(1, n.max(1));
         let per = n.div_ceil(threads).max(1);
         let norm = c(self.max_samples);
-        let trees = self.trees.len() as f64;
         // Trees of a usual depth are walked in the complete layout.
         let complete = &self.layout;
         // Scores rows `first..` into `slots`.
@@ -456,11 +459,7 @@ impl Forest {
                     }
                 }
                 for (slot, sum) in block.iter_mut().zip(sums) {
-                    *slot = if norm == 0.0 {
-                        0.5
-                    } else {
-                        2f64.powf(-(sum / trees) / norm)
-                    };
+                    *slot = self.score_of(sum, norm);
                 }
             }
         };
