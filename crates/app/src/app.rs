@@ -23,6 +23,7 @@ use crate::events::EventBus;
 use crate::key_cache::TrustCache;
 use crate::key_ring::KeyRing;
 use crate::password_work::PasswordWork;
+use crate::query_slots::QuerySlots;
 use crate::rate_limit::RateLimiter;
 use crate::usage::RequestCounter;
 use crate::worker_board::WorkerBoard;
@@ -55,6 +56,8 @@ struct Inner {
     ml_wake: tokio::sync::Notify,
     /// Tells the live scorer that a model was deployed or undeployed.
     scorer_wake: tokio::sync::Notify,
+    /// BI queries running on this node, per organization.
+    query_slots: QuerySlots,
     started_at: Timestamp,
 }
 
@@ -80,6 +83,7 @@ impl App {
                 ota_wake: tokio::sync::Notify::new(),
                 ml_wake: tokio::sync::Notify::new(),
                 scorer_wake: tokio::sync::Notify::new(),
+                query_slots: QuerySlots::default(),
                 started_at: Timestamp::now(),
             }),
         }
@@ -118,6 +122,10 @@ impl App {
 
     pub(crate) fn store(&self) -> &Store {
         &self.inner.store
+    }
+
+    pub(crate) fn query_slots(&self) -> &QuerySlots {
+        &self.inner.query_slots
     }
 
     pub(crate) fn tsdb(&self) -> &Tsdb {

@@ -41,6 +41,8 @@ pub(crate) enum Suite {
     MlForest,
     /// The live scorer's cost per ingested point alone (the last part of `ml-forest`).
     MlLive,
+    /// BI SQL over 10,000,000 raw points beside DuckDB on the same points.
+    Bi,
 }
 
 /// Benchmarks of plantd that print tables, each running the release server as a separate

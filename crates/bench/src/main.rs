@@ -1,11 +1,12 @@
 //! `plantd-bench SUITE`: benchmarks of plantd that print tables (not tests), each running the
 //! release server as a separate process: `api`, `identity`, `console`, `telemetry`, `sim`,
-//! `connectors`, `alerts`, `licenses`, `fleet`, `ota`, `ml-datasets`; and `ml-forest`, the
+//! `connectors`, `alerts`, `licenses`, `fleet`, `ota`, `ml-datasets`, `bi` (SQL beside DuckDB); and `ml-forest`, the
 //! isolation forest itself beside scikit-learn, then the live scorer's cost (`ml-live` alone)
 //! (docs/benchmarks.md).
 
 mod alerts;
 mod api;
+mod bi;
 mod connectors;
 mod console;
 mod fleet;
@@ -38,5 +39,6 @@ async fn main() -> Result<()> {
         Suite::MlDatasets => ml_datasets::run(&o).await,
         Suite::MlForest => ml_forest::run(&o).await,
         Suite::MlLive => ml_forest::live_scoring(&o).await,
+        Suite::Bi => bi::run(&o).await,
     }
 }

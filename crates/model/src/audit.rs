@@ -58,11 +58,12 @@ pub enum AuditCategory {
     Fleet,
     Assets,
     Ml,
+    Bi,
     Audit,
 }
 
 impl AuditCategory {
-    pub const ALL: [AuditCategory; 18] = [
+    pub const ALL: [AuditCategory; 19] = [
         AuditCategory::System,
         AuditCategory::DataSources,
         AuditCategory::Dashboards,
@@ -80,6 +81,7 @@ impl AuditCategory {
         AuditCategory::Fleet,
         AuditCategory::Assets,
         AuditCategory::Ml,
+        AuditCategory::Bi,
         AuditCategory::Audit,
     ];
 
@@ -102,6 +104,7 @@ impl AuditCategory {
             AuditCategory::Fleet => "fleet",
             AuditCategory::Assets => "assets",
             AuditCategory::Ml => "ml",
+            AuditCategory::Bi => "bi",
             AuditCategory::Audit => "audit",
         }
     }
@@ -321,6 +324,21 @@ audit_events! {
     MlModelDeploy => "ml_model.deploy", Ml, "ml_model", Warning;
     MlModelUndeploy => "ml_model.undeploy", Ml, "ml_model", Warning;
     MlModelDownload => "ml_model.download", Ml, "ml_model", Info;
+
+    BiConfigRead => "bi_config.read", Bi, "bi_config", Info;
+    BiConfigUpdate => "bi_config.update", Bi, "bi_config", Info;
+    BiQueryExecute => "bi_query.execute", Bi, "bi_query", Info;
+    BiSavedQueryCreate => "bi_saved_query.create", Bi, "bi_saved_query", Info;
+    BiSavedQueryList => "bi_saved_query.list", Bi, "bi_saved_query", Info;
+    BiSavedQueryRead => "bi_saved_query.read", Bi, "bi_saved_query", Info;
+    BiSavedQueryUpdate => "bi_saved_query.update", Bi, "bi_saved_query", Info;
+    BiSavedQueryDelete => "bi_saved_query.delete", Bi, "bi_saved_query", Warning;
+    BiHistoryList => "bi_query.history", Bi, "bi_query", Info;
+    BiRlsRuleList => "bi_rls_rule.list", Bi, "bi_rls_rule", Info;
+    BiRlsRuleCreate => "bi_rls_rule.create", Bi, "bi_rls_rule", Warning;
+    BiRlsRuleUpdate => "bi_rls_rule.update", Bi, "bi_rls_rule", Warning;
+    BiRlsRuleDelete => "bi_rls_rule.delete", Bi, "bi_rls_rule", Warning;
+    BiRlsTest => "bi_rls_rule.test", Bi, "bi_rls_rule", Info;
 
     TagList => "tag.list", Assets, "tag", Info;
     TagRead => "tag.read", Assets, "tag", Info;

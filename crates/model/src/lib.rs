@@ -3,6 +3,7 @@
 pub mod alert;
 pub mod api_key;
 pub mod audit;
+pub mod bi;
 pub mod dashboard;
 pub mod data_source;
 pub mod device;

@@ -211,6 +211,22 @@ impl Tsdb {
             .await
     }
 
+    /// Every point of one series with `lo <= ts < hi`, by time, as columns (timestamps,
+    /// values, quality codes): a step of a read that began with [`Tsdb::series_of`] (which
+    /// flushed the log). The whole range is in memory: callers read a bounded range or one
+    /// series at a time (BI scans).
+    pub async fn points_of_series(
+        &self,
+        series_id: i64,
+        lo: i64,
+        hi: i64,
+    ) -> Result<(Vec<i64>, Vec<f64>, Vec<i16>)> {
+        self.upgrade().await?;
+        let mut conn = self.shared.store.pool().acquire().await?;
+        let c = crate::blocks::points(&mut conn, series_id, lo, hi).await?;
+        Ok((c.ts, c.values, c.quality))
+    }
+
     /// The assets of an organization with their tags, by name (every series ever stored).
     pub async fn assets(&self, org_id: &str) -> Result<Vec<(String, Vec<String>)>> {
         self.upgrade().await?;

@@ -6,6 +6,7 @@
 
 mod alerts;
 mod api_keys;
+mod bi;
 mod browser;
 mod dashboards;
 mod data_sources;
@@ -35,7 +36,7 @@ use crate::state::AppState;
 const ADMINS_ONLY: &str = "this page is for owners and admins";
 
 /// Every page of the console, in navigation order.
-pub(crate) static PAGES: [ConsolePage; 24] = [
+pub(crate) static PAGES: [ConsolePage; 26] = [
     ConsolePage {
         path: "/",
         title: "Overview",
@@ -203,6 +204,25 @@ pub(crate) static PAGES: [ConsolePage; 24] = [
         route: || get(ml_models::model),
     },
     ConsolePage {
+        path: "/bi",
+        title: "SQL Lab",
+        section: "/bi",
+        nav: true,
+        needs: Some((
+            Scope::ReadTelemetry,
+            "your role does not allow reading telemetry",
+        )),
+        route: || get(bi::sql_lab),
+    },
+    ConsolePage {
+        path: "/bi/rls",
+        title: "Row-level security",
+        section: "/bi/rls",
+        nav: true,
+        needs: Some((Scope::Admin, ADMINS_ONLY)),
+        route: || get(bi::rls),
+    },
+    ConsolePage {
         path: "/api-keys",
         title: "API keys",
         section: "/api-keys",
@@ -269,7 +289,12 @@ pub fn router(state: AppState) -> Router<AppState> {
 }
 
 /// The embedded files: path under `/assets/`, content type, bytes.
-const ASSETS: [(&str, &str, &[u8]); 14] = [
+const ASSETS: [(&str, &str, &[u8]); 15] = [
+    (
+        "bi.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../../assets/bi.js"),
+    ),
     (
         "docs.css",
         "text/css; charset=utf-8",

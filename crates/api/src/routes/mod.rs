@@ -6,6 +6,7 @@ mod api_keys;
 mod assets;
 mod audit;
 mod auth;
+mod bi;
 mod dashboards;
 mod data_sources;
 mod fleet;
@@ -49,6 +50,7 @@ pub fn all() -> Vec<Route> {
         ml_models::routes(),
         ota::routes(),
         audit::routes(),
+        bi::routes(),
     ]
     .into_iter()
     .flatten()

@@ -3,7 +3,8 @@
 //! dashboard with a line chart of Pump_01 / Vibration_X, sees it draw and then grow without a
 //! reload, raises an alert and acknowledges it on the alerts page, sees the overview's values
 //! follow the stream, works the ML pages (datasets, labeling, training followed live, a model
-//! tested, deployed and undeployed), and finds no errors in the browser's console. Screenshots
+//! tested, deployed and undeployed), runs SQL in SQL Lab (table, chart, saved, a refusal with
+//! its position) and tests a row-level-security rule, and finds no errors in the browser's console. Screenshots
 //! go to a folder the test prints.
 
 use plantd_test_support::ServerProcess;
@@ -79,6 +80,8 @@ async fn the_console_in_a_real_browser() {
         "ml_training_live",
         "ml_model_page",
         "ml_model_deploy",
+        "sql_lab",
+        "rls_page",
         "no_console_errors",
     ] {
         assert!(

@@ -5,6 +5,7 @@
 
 mod alerts;
 mod auth;
+mod bi;
 mod browser;
 mod cli;
 mod connectors;

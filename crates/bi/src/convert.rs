@@ -1,0 +1,299 @@
+//! Between plantd's values and Arrow: a batch of points or records for a scan, and a result
+//! batch's rows as JSON for the answer.
+
+use datafusion::arrow::array::{
+    Array, ArrayRef, BooleanArray, BooleanBuilder, DictionaryArray, Float64Array, Float64Builder,
+    Int8Array, Int64Builder, RecordBatch, StringArray, StringBuilder, TimestampMillisecondArray,
+    TimestampMillisecondBuilder,
+};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Int8Type, SchemaRef, TimeUnit};
+use datafusion::error::{DataFusionError, Result};
+use plantd_model::Timestamp;
+use serde_json::Value;
+use std::sync::Arc;
+
+use crate::source::{PointColumns, RollupRow};
+use crate::tables::Kind;
+
+/// The qualities' names, indexed by their code.
+const QUALITIES: [&str; 3] = ["good", "uncertain", "bad"];
+
+/// Raw points of many series, gathered into one batch.
+#[derive(Default)]
+pub(crate) struct PointRows {
+    ts: Vec<i64>,
+    assets: Vec<(usize, Arc<str>)>,
+    tags: Vec<(usize, Arc<str>)>,
+    values: Vec<f64>,
+    quality: Vec<i8>,
+}
+
+impl PointRows {
+    pub(crate) fn len(&self) -> usize {
+        self.ts.len()
+    }
+
+    /// Appends one series' points.
+    pub(crate) fn push(&mut self, asset: &Arc<str>, tag: &Arc<str>, p: PointColumns) {
+        let n = p.ts.len();
+        self.assets.push((n, asset.clone()));
+        self.tags.push((n, tag.clone()));
+        self.ts.extend(p.ts);
+        self.values.extend(p.values);
+        self.quality
+            .extend(p.quality.iter().map(|q| (*q).clamp(0, 2) as i8));
+    }
+
+    pub(crate) fn finish(self, schema: &SchemaRef) -> Result<RecordBatch> {
+        let repeated = |runs: &[(usize, Arc<str>)]| {
+            let total = runs.iter().map(|r| r.0).sum::<usize>();
+            let bytes = runs.iter().map(|(n, s)| n * s.len()).sum::<usize>();
+            let mut b = StringBuilder::with_capacity(total, bytes);
+            for (n, s) in runs {
+                for _ in 0..*n {
+                    b.append_value(s);
+                }
+            }
+            Arc::new(b.finish()) as ArrayRef
+        };
+        let quality = DictionaryArray::<Int8Type>::try_new(
+            Int8Array::from(self.quality),
+            Arc::new(StringArray::from(QUALITIES.to_vec())),
+        )?;
+        Ok(RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(TimestampMillisecondArray::from(self.ts).with_timezone("UTC")),
+                repeated(&self.assets),
+                repeated(&self.tags),
+                Arc::new(Float64Array::from(self.values)),
+                Arc::new(quality),
+            ],
+        )?)
+    }
+}
+
+/// Rollup buckets as a batch of a rollup table.
+pub(crate) fn rollup_batch(schema: &SchemaRef, rows: &[RollupRow]) -> Result<RecordBatch> {
+    let texts = |f: fn(&RollupRow) -> &str| {
+        Arc::new(StringArray::from_iter_values(rows.iter().map(f))) as ArrayRef
+    };
+    let floats = |f: fn(&RollupRow) -> f64| {
+        Arc::new(Float64Array::from_iter_values(rows.iter().map(f))) as ArrayRef
+    };
+    Ok(RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(
+                TimestampMillisecondArray::from_iter_values(rows.iter().map(|r| r.bucket))
+                    .with_timezone("UTC"),
+            ),
+            texts(|r| &r.asset_id),
+            texts(|r| &r.tag_name),
+            Arc::new(datafusion::arrow::array::Int64Array::from_iter_values(
+                rows.iter().map(|r| r.count as i64),
+            )),
+            floats(|r| r.sum),
+            floats(|r| r.min),
+            floats(|r| r.max),
+            floats(|r| {
+                if r.count > 0 {
+                    r.sum / r.count as f64
+                } else {
+                    f64::NAN
+                }
+            }),
+        ],
+    )?)
+}
+
+/// Records (JSON objects) as a batch of a record table: each column read from the field of
+/// its name; a missing field or null is NULL.
+pub(crate) fn records_batch(
+    schema: &SchemaRef,
+    columns: &[(&str, Kind)],
+    records: &[Value],
+) -> Result<RecordBatch> {
+    let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len());
+    for (name, kind) in columns {
+        let cells = records
+            .iter()
+            .map(|r| r.get(*name).filter(|v| !v.is_null()));
+        let array: ArrayRef = match kind {
+            Kind::Text | Kind::Quality => {
+                let mut b = StringBuilder::new();
+                for c in cells {
+                    match c {
+                        Some(Value::String(s)) => b.append_value(s),
+                        Some(other) => b.append_value(other.to_string()),
+                        None => b.append_null(),
+                    }
+                }
+                Arc::new(b.finish())
+            }
+            Kind::Int => {
+                let mut b = Int64Builder::new();
+                for c in cells {
+                    b.append_option(c.and_then(Value::as_i64));
+                }
+                Arc::new(b.finish())
+            }
+            Kind::Float => {
+                let mut b = Float64Builder::new();
+                for c in cells {
+                    b.append_option(c.and_then(Value::as_f64));
+                }
+                Arc::new(b.finish())
+            }
+            Kind::Bool => {
+                let mut b = BooleanBuilder::new();
+                for c in cells {
+                    b.append_option(c.and_then(Value::as_bool));
+                }
+                Arc::new(b.finish())
+            }
+            Kind::Time => {
+                let mut b = TimestampMillisecondBuilder::new().with_timezone("UTC");
+                for c in cells {
+                    b.append_option(
+                        c.and_then(Value::as_str)
+                            .and_then(|s| Timestamp::parse(s).ok())
+                            .map(Timestamp::millis),
+                    );
+                }
+                Arc::new(b.finish())
+            }
+        };
+        arrays.push(array);
+    }
+    Ok(RecordBatch::try_new(schema.clone(), arrays)?)
+}
+
+/// Keeps the rows of `batch` where `mask` is true (NULL is false).
+pub(crate) fn keep(batch: &RecordBatch, mask: &ArrayRef) -> Result<RecordBatch> {
+    let mask = mask
+        .as_any()
+        .downcast_ref::<BooleanArray>()
+        .ok_or_else(|| {
+            DataFusionError::Plan("a row-level-security clause must be a condition".into())
+        })?;
+    Ok(datafusion::arrow::compute::filter_record_batch(
+        batch, mask,
+    )?)
+}
+
+/// Appends the rows of `batch` as JSON arrays, one value per column: numbers, booleans,
+/// timestamps as RFC 3339 text, NULL (and NaN or infinity) as null, anything else as text.
+pub(crate) fn rows_of(batch: &RecordBatch, out: &mut Vec<Vec<Value>>, max: usize) -> Result<()> {
+    let n = batch.num_rows().min(max);
+    let mut columns: Vec<Vec<Value>> = Vec::with_capacity(batch.num_columns());
+    for array in batch.columns() {
+        columns.push(values_of(array, n)?);
+    }
+    for i in 0..n {
+        out.push(
+            columns
+                .iter_mut()
+                .map(|c| std::mem::take(&mut c[i]))
+                .collect(),
+        );
+    }
+    Ok(())
+}
+
+fn values_of(array: &ArrayRef, n: usize) -> Result<Vec<Value>> {
+    use DataType::*;
+    let number = |f: f64| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number);
+    Ok(match array.data_type() {
+        Null => vec![Value::Null; n],
+        Boolean => {
+            let a = array
+                .as_any()
+                .downcast_ref::<BooleanArray>()
+                .expect("boolean");
+            (0..n)
+                .map(|i| {
+                    if a.is_null(i) {
+                        Value::Null
+                    } else {
+                        Value::Bool(a.value(i))
+                    }
+                })
+                .collect()
+        }
+        Int8 | Int16 | Int32 | Int64 | UInt8 | UInt16 | UInt32 => {
+            let a = cast(array, &Int64)?;
+            let a = a
+                .as_any()
+                .downcast_ref::<datafusion::arrow::array::Int64Array>()
+                .expect("int64");
+            (0..n)
+                .map(|i| {
+                    if a.is_null(i) {
+                        Value::Null
+                    } else {
+                        Value::from(a.value(i))
+                    }
+                })
+                .collect()
+        }
+        UInt64 => {
+            let a = array
+                .as_any()
+                .downcast_ref::<datafusion::arrow::array::UInt64Array>()
+                .expect("uint64");
+            (0..n)
+                .map(|i| {
+                    if a.is_null(i) {
+                        Value::Null
+                    } else {
+                        Value::from(a.value(i))
+                    }
+                })
+                .collect()
+        }
+        Float16 | Float32 | Float64 | Decimal128(_, _) | Decimal256(_, _) => {
+            let a = cast(array, &Float64)?;
+            let a = a.as_any().downcast_ref::<Float64Array>().expect("float64");
+            (0..n)
+                .map(|i| {
+                    if a.is_null(i) {
+                        Value::Null
+                    } else {
+                        number(a.value(i))
+                    }
+                })
+                .collect()
+        }
+        Timestamp(_, _) | Date32 | Date64 => {
+            let a = cast(array, &Timestamp(TimeUnit::Millisecond, None))?;
+            let a = a
+                .as_any()
+                .downcast_ref::<TimestampMillisecondArray>()
+                .expect("timestamp");
+            (0..n)
+                .map(|i| {
+                    if a.is_null(i) {
+                        Value::Null
+                    } else {
+                        Value::String(plantd_model::Timestamp::from_millis(a.value(i)).to_rfc3339())
+                    }
+                })
+                .collect()
+        }
+        _ => {
+            let a = cast(array, &Utf8)?;
+            let a = a.as_any().downcast_ref::<StringArray>().expect("utf8");
+            (0..n)
+                .map(|i| {
+                    if a.is_null(i) {
+                        Value::Null
+                    } else {
+                        Value::String(a.value(i).to_string())
+                    }
+                })
+                .collect()
+        }
+    })
+}

@@ -1,0 +1,208 @@
+//! The tables of one query: each a scan of the organization's [`Source`] that evaluates the
+//! caller's row-level-security condition on every batch before it leaves the scan. Nothing
+//! above the scan (the user's filters, joins, aggregates, errors) ever sees a row the
+//! condition hides, because no such row is produced.
+
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::catalog::memory::MemorySourceConfig;
+use datafusion::catalog::{Session, TableProvider};
+use datafusion::common::DFSchema;
+use datafusion::datasource::TableType;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_expr::LexOrdering;
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
+use std::sync::Arc;
+
+use crate::convert::{PointRows, keep, records_batch, rollup_batch};
+use crate::pushdown::narrow;
+use crate::source::{Series, Source};
+use crate::tables::Table;
+
+/// Rows a telemetry batch gathers (from one series or several) before it goes up the plan.
+const BATCH_ROWS: usize = 8192;
+
+/// One table of one query: the organization's source, and the row-level-security condition
+/// of the caller on this table (`None`: every row of the organization).
+pub(crate) struct ScopedTable {
+    pub table: Table,
+    pub source: Arc<dyn Source>,
+    pub rls: Option<Expr>,
+    /// Partitions a telemetry scan reads in parallel.
+    pub partitions: usize,
+}
+
+impl std::fmt::Debug for ScopedTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ScopedTable({}, rls: {:?})", self.table.name(), self.rls)
+    }
+}
+
+fn external(e: crate::source::SourceError) -> DataFusionError {
+    DataFusionError::External(Box::new(e))
+}
+
+/// The condition, compiled for batches of the table.
+type Condition = Option<Arc<dyn PhysicalExpr>>;
+
+fn filtered(batch: RecordBatch, rls: &Condition) -> Result<RecordBatch> {
+    match rls {
+        None => Ok(batch),
+        Some(cond) => {
+            let mask = cond.evaluate(&batch)?.into_array(batch.num_rows())?;
+            keep(&batch, &mask)
+        }
+    }
+}
+
+#[async_trait]
+impl TableProvider for ScopedTable {
+    fn schema(&self) -> SchemaRef {
+        self.table.schema()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    /// Every filter narrows the read where it can and is still applied above the scan.
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> Result<Vec<TableProviderFilterPushDown>> {
+        Ok(vec![TableProviderFilterPushDown::Inexact; filters.len()])
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let schema = self.table.schema();
+        let rls: Condition =
+            match &self.rls {
+                Some(e) => Some(state.create_physical_expr(
+                    e.clone(),
+                    &DFSchema::try_from(schema.as_ref().clone())?,
+                )?),
+                None => None,
+            };
+        if self.table == Table::Telemetry {
+            let n = narrow(filters, "timestamp");
+            let series = self.source.series(&n.scope).await.map_err(external)?;
+            let parts = self.partitions.max(1).min(series.len().max(1));
+            let mut shares: Vec<Vec<Series>> = vec![Vec::new(); parts];
+            for (i, s) in series.into_iter().enumerate() {
+                shares[i % parts].push(s);
+            }
+            let streams: Vec<Arc<dyn PartitionStream>> = shares
+                .into_iter()
+                .map(|series| {
+                    Arc::new(PointStream {
+                        schema: schema.clone(),
+                        source: self.source.clone(),
+                        series: Arc::new(series),
+                        range: (n.lo, n.hi),
+                        rls: rls.clone(),
+                    }) as Arc<dyn PartitionStream>
+                })
+                .collect();
+            return Ok(Arc::new(StreamingTableExec::try_new(
+                schema,
+                streams,
+                projection,
+                Vec::<LexOrdering>::new(),
+                false,
+                limit,
+            )?));
+        }
+        let batch = if let Some(width) = self.table.rollup_width() {
+            let n = narrow(filters, "bucket");
+            // Whole buckets: from the one holding `lo` to the one after `hi`, within the
+            // years storage can hold.
+            let lo = n.lo.max(0).div_euclid(width) * width;
+            let hi =
+                n.hi.min(4_102_444_800_000)
+                    .saturating_add(width - 1)
+                    .div_euclid(width)
+                    * width;
+            let rows = self
+                .source
+                .rollups(width, &n.scope, lo, hi)
+                .await
+                .map_err(external)?;
+            rollup_batch(&schema, &rows)?
+        } else {
+            let records = self.source.records(self.table).await.map_err(external)?;
+            records_batch(&schema, self.table.columns(), &records)?
+        };
+        let batch = filtered(batch, &rls)?;
+        Ok(MemorySourceConfig::try_new_exec(
+            &[vec![batch]],
+            schema,
+            projection.cloned(),
+        )?)
+    }
+}
+
+/// One partition of a telemetry scan: its share of the series, read one after the other.
+struct PointStream {
+    schema: SchemaRef,
+    source: Arc<dyn Source>,
+    series: Arc<Vec<Series>>,
+    range: (i64, i64),
+    rls: Condition,
+}
+
+impl std::fmt::Debug for PointStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PointStream({} series)", self.series.len())
+    }
+}
+
+impl PartitionStream for PointStream {
+    fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    fn execute(&self, _ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
+        let schema = self.schema.clone();
+        let source = self.source.clone();
+        let series = self.series.clone();
+        let (lo, hi) = self.range;
+        let rls = self.rls.clone();
+        let batches = futures::stream::try_unfold(0usize, move |mut next| {
+            let (schema, source, series, rls) =
+                (schema.clone(), source.clone(), series.clone(), rls.clone());
+            async move {
+                let mut rows = PointRows::default();
+                while next < series.len() && rows.len() < BATCH_ROWS {
+                    let s = &series[next];
+                    next += 1;
+                    let points = source.points(s.id, lo, hi).await.map_err(external)?;
+                    if !points.ts.is_empty() {
+                        rows.push(
+                            &Arc::from(s.asset_id.as_str()),
+                            &Arc::from(s.tag_name.as_str()),
+                            points,
+                        );
+                    }
+                }
+                if rows.len() == 0 {
+                    return Ok(None);
+                }
+                let batch = filtered(rows.finish(&schema)?, &rls)?;
+                Ok(Some((batch, next)))
+            }
+        });
+        Box::pin(RecordBatchStreamAdapter::new(self.schema.clone(), batches))
+    }
+}
