@@ -83,11 +83,17 @@ impl Source for OrgSource {
         Ok(out)
     }
 
-    async fn points(&self, series: i64, lo: i64, hi: i64) -> Result<PointColumns, SourceError> {
+    async fn points(
+        &self,
+        series: i64,
+        after: i64,
+        end: i64,
+        limit: usize,
+    ) -> Result<PointColumns, SourceError> {
         let (ts, values, quality) = self
             .app
             .tsdb()
-            .points_of_series(series, lo.max(EARLIEST), hi.min(LATEST))
+            .points_of_series(series, after.max(EARLIEST - 1), end.min(LATEST), limit)
             .await
             .map_err(failed)?;
         Ok(PointColumns {

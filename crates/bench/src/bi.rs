@@ -209,7 +209,8 @@ fn duckdb(t0: i64) -> Result<Value> {
 
 pub(crate) async fn run(o: &Options) -> Result<()> {
     let now = plantd_model::Timestamp::now().millis();
-    let t0 = now.div_euclid(DAY) * DAY - 8 * DAY;
+    // Within the 7 days of raw retention, ending before now: the hour 167 hours ago.
+    let t0 = now.div_euclid(3_600_000) * 3_600_000 - 167 * 3_600_000;
     println!(
         "bi: {} raw points ({SERIES} series x {POINTS} one-minute points from {}); p50 of {RUNS} runs; {} cores",
         SERIES * POINTS,

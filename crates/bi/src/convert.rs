@@ -1,13 +1,17 @@
 //! Between plantd's values and Arrow: a batch of points or records for a scan, and a result
 //! batch's rows as JSON for the answer.
 
+use datafusion::arrow::array::AsArray;
 use datafusion::arrow::array::{
     Array, ArrayRef, BooleanArray, BooleanBuilder, DictionaryArray, Float64Array, Float64Builder,
-    Int8Array, Int64Builder, RecordBatch, StringArray, StringBuilder, TimestampMillisecondArray,
-    TimestampMillisecondBuilder,
+    Int8Array, Int64Builder, RecordBatch, StringArray, StringBuilder, StringViewArray,
+    StringViewBuilder, TimestampMillisecondArray, TimestampMillisecondBuilder,
 };
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Int8Type, SchemaRef, TimeUnit};
+use datafusion::arrow::datatypes::{
+    DataType, Float64Type, Int8Type, Int64Type, SchemaRef, TimeUnit, TimestampMillisecondType,
+    UInt64Type,
+};
 use datafusion::error::{DataFusionError, Result};
 use plantd_model::Timestamp;
 use serde_json::Value;
@@ -48,8 +52,7 @@ impl PointRows {
     pub(crate) fn finish(self, schema: &SchemaRef) -> Result<RecordBatch> {
         let repeated = |runs: &[(usize, Arc<str>)]| {
             let total = runs.iter().map(|r| r.0).sum::<usize>();
-            let bytes = runs.iter().map(|(n, s)| n * s.len()).sum::<usize>();
-            let mut b = StringBuilder::with_capacity(total, bytes);
+            let mut b = StringViewBuilder::with_capacity(total);
             for (n, s) in runs {
                 for _ in 0..*n {
                     b.append_value(s);
@@ -77,7 +80,7 @@ impl PointRows {
 /// Rollup buckets as a batch of a rollup table.
 pub(crate) fn rollup_batch(schema: &SchemaRef, rows: &[RollupRow]) -> Result<RecordBatch> {
     let texts = |f: fn(&RollupRow) -> &str| {
-        Arc::new(StringArray::from_iter_values(rows.iter().map(f))) as ArrayRef
+        Arc::new(StringViewArray::from_iter_values(rows.iter().map(f))) as ArrayRef
     };
     let floats = |f: fn(&RollupRow) -> f64| {
         Arc::new(Float64Array::from_iter_values(rows.iter().map(f))) as ArrayRef
@@ -121,6 +124,13 @@ pub(crate) fn records_batch(
             .iter()
             .map(|r| r.get(*name).filter(|v| !v.is_null()));
         let array: ArrayRef = match kind {
+            Kind::Name => {
+                let mut b = StringViewBuilder::new();
+                for c in cells {
+                    b.append_option(c.and_then(Value::as_str));
+                }
+                Arc::new(b.finish())
+            }
             Kind::Text | Kind::Quality => {
                 let mut b = StringBuilder::new();
                 for c in cells {
@@ -202,98 +212,54 @@ pub(crate) fn rows_of(batch: &RecordBatch, out: &mut Vec<Vec<Value>>, max: usize
     Ok(())
 }
 
+/// The first `n` values of `array`, NULL as null, the others through `value`.
+fn each(array: &dyn Array, n: usize, value: impl Fn(usize) -> Value) -> Vec<Value> {
+    (0..n)
+        .map(|i| {
+            if array.is_null(i) {
+                Value::Null
+            } else {
+                value(i)
+            }
+        })
+        .collect()
+}
+
 fn values_of(array: &ArrayRef, n: usize) -> Result<Vec<Value>> {
     use DataType::*;
-    let number = |f: f64| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number);
     Ok(match array.data_type() {
         Null => vec![Value::Null; n],
         Boolean => {
-            let a = array
-                .as_any()
-                .downcast_ref::<BooleanArray>()
-                .expect("boolean");
-            (0..n)
-                .map(|i| {
-                    if a.is_null(i) {
-                        Value::Null
-                    } else {
-                        Value::Bool(a.value(i))
-                    }
-                })
-                .collect()
+            let a = array.as_boolean();
+            each(a, n, |i| Value::Bool(a.value(i)))
         }
         Int8 | Int16 | Int32 | Int64 | UInt8 | UInt16 | UInt32 => {
             let a = cast(array, &Int64)?;
-            let a = a
-                .as_any()
-                .downcast_ref::<datafusion::arrow::array::Int64Array>()
-                .expect("int64");
-            (0..n)
-                .map(|i| {
-                    if a.is_null(i) {
-                        Value::Null
-                    } else {
-                        Value::from(a.value(i))
-                    }
-                })
-                .collect()
+            let a = a.as_primitive::<Int64Type>();
+            each(a, n, |i| Value::from(a.value(i)))
         }
         UInt64 => {
-            let a = array
-                .as_any()
-                .downcast_ref::<datafusion::arrow::array::UInt64Array>()
-                .expect("uint64");
-            (0..n)
-                .map(|i| {
-                    if a.is_null(i) {
-                        Value::Null
-                    } else {
-                        Value::from(a.value(i))
-                    }
-                })
-                .collect()
+            let a = array.as_primitive::<UInt64Type>();
+            each(a, n, |i| Value::from(a.value(i)))
         }
         Float16 | Float32 | Float64 | Decimal128(_, _) | Decimal256(_, _) => {
             let a = cast(array, &Float64)?;
-            let a = a.as_any().downcast_ref::<Float64Array>().expect("float64");
-            (0..n)
-                .map(|i| {
-                    if a.is_null(i) {
-                        Value::Null
-                    } else {
-                        number(a.value(i))
-                    }
-                })
-                .collect()
+            let a = a.as_primitive::<Float64Type>();
+            each(a, n, |i| {
+                serde_json::Number::from_f64(a.value(i)).map_or(Value::Null, Value::Number)
+            })
         }
         Timestamp(_, _) | Date32 | Date64 => {
             let a = cast(array, &Timestamp(TimeUnit::Millisecond, None))?;
-            let a = a
-                .as_any()
-                .downcast_ref::<TimestampMillisecondArray>()
-                .expect("timestamp");
-            (0..n)
-                .map(|i| {
-                    if a.is_null(i) {
-                        Value::Null
-                    } else {
-                        Value::String(plantd_model::Timestamp::from_millis(a.value(i)).to_rfc3339())
-                    }
-                })
-                .collect()
+            let a = a.as_primitive::<TimestampMillisecondType>();
+            each(a, n, |i| {
+                Value::String(plantd_model::Timestamp::from_millis(a.value(i)).to_rfc3339())
+            })
         }
         _ => {
             let a = cast(array, &Utf8)?;
-            let a = a.as_any().downcast_ref::<StringArray>().expect("utf8");
-            (0..n)
-                .map(|i| {
-                    if a.is_null(i) {
-                        Value::Null
-                    } else {
-                        Value::String(a.value(i).to_string())
-                    }
-                })
-                .collect()
+            let a = a.as_string::<i32>();
+            each(a, n, |i| Value::String(a.value(i).to_string()))
         }
     })
 }

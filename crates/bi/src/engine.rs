@@ -70,8 +70,17 @@ fn session(limits: &Limits) -> Result<SessionContext, BiError> {
             DiskManagerBuilder::default().with_mode(DiskManagerMode::Disabled),
         )
         .build_arc()?;
-    Ok(SessionContext::new_with_config_rt(config, runtime))
+    let ctx = SessionContext::new_with_config_rt(config, runtime);
+    // Functions that make one value of any size the SQL asks for, outside the memory limit
+    // (`repeat('x', 2000000000)` is 2 GB): not offered.
+    for name in UNBOUNDED_FUNCTIONS {
+        ctx.deregister_udf(name);
+    }
+    Ok(ctx)
 }
+
+/// String functions whose result size is the caller's number (docs/api.md, "BI").
+const UNBOUNDED_FUNCTIONS: [&str; 3] = ["repeat", "lpad", "rpad"];
 
 /// Parses `clause` as a condition over `table`'s columns.
 fn condition(ctx: &SessionContext, table: Table, clause: &str) -> Result<Expr, BiError> {

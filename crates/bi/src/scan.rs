@@ -98,7 +98,9 @@ impl TableProvider for ScopedTable {
         if self.table == Table::Telemetry {
             let n = narrow(filters, "timestamp");
             let series = self.source.series(&n.scope).await.map_err(external)?;
-            let parts = self.partitions.max(1).min(series.len().max(1));
+            // At least 4 partitions: each waits on its own database reads, so they overlap
+            // even on 2 cores.
+            let parts = self.partitions.max(4).min(series.len().max(1));
             let mut shares: Vec<Vec<Series>> = vec![Vec::new(); parts];
             for (i, s) in series.into_iter().enumerate() {
                 shares[i % parts].push(s);
@@ -179,15 +181,26 @@ impl PartitionStream for PointStream {
         let series = self.series.clone();
         let (lo, hi) = self.range;
         let rls = self.rls.clone();
-        let batches = futures::stream::try_unfold(0usize, move |mut next| {
+        // The cursor: the series being read and the last timestamp read of it.
+        let start = (0usize, lo.saturating_sub(1));
+        let batches = futures::stream::try_unfold(start, move |(mut next, mut after)| {
             let (schema, source, series, rls) =
                 (schema.clone(), source.clone(), series.clone(), rls.clone());
             async move {
                 let mut rows = PointRows::default();
                 while next < series.len() && rows.len() < BATCH_ROWS {
                     let s = &series[next];
-                    next += 1;
-                    let points = source.points(s.id, lo, hi).await.map_err(external)?;
+                    let want = BATCH_ROWS - rows.len();
+                    let points = source
+                        .points(s.id, after, hi, want)
+                        .await
+                        .map_err(external)?;
+                    if points.ts.len() < want {
+                        next += 1;
+                        after = lo.saturating_sub(1);
+                    } else if let Some(last) = points.ts.last() {
+                        after = *last;
+                    }
                     if !points.ts.is_empty() {
                         rows.push(
                             &Arc::from(s.asset_id.as_str()),
@@ -200,7 +213,7 @@ impl PartitionStream for PointStream {
                     return Ok(None);
                 }
                 let batch = filtered(rows.finish(&schema)?, &rls)?;
-                Ok(Some((batch, next)))
+                Ok(Some((batch, (next, after))))
             }
         });
         Box::pin(RecordBatchStreamAdapter::new(self.schema.clone(), batches))

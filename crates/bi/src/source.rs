@@ -62,8 +62,15 @@ pub trait Source: Send + Sync + 'static {
     /// The series in `scope` (every point acknowledged before the call is readable after it).
     async fn series(&self, scope: &SeriesScope) -> Result<Vec<Series>, SourceError>;
 
-    /// The points of one series (an id [`Source::series`] gave) with `lo <= ts < hi`.
-    async fn points(&self, series: i64, lo: i64, hi: i64) -> Result<PointColumns, SourceError>;
+    /// Up to `limit` points of one series (an id [`Source::series`] gave) with
+    /// `after < ts < end`, by time (fewer than `limit`: the series has no more).
+    async fn points(
+        &self,
+        series: i64,
+        after: i64,
+        end: i64,
+        limit: usize,
+    ) -> Result<PointColumns, SourceError>;
 
     /// The buckets `width` ms wide of the series in `scope` with `lo <= bucket < hi`
     /// (`lo` and `hi` aligned to `width`).

@@ -9,6 +9,8 @@ use std::sync::Arc;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     Text,
+    /// An asset or tag name of telemetry (text; stored as string views, cheap to repeat).
+    Name,
     Int,
     Float,
     Bool,
@@ -22,6 +24,7 @@ impl Kind {
     fn data_type(self) -> DataType {
         match self {
             Kind::Text => DataType::Utf8,
+            Kind::Name => DataType::Utf8View,
             Kind::Int => DataType::Int64,
             Kind::Float => DataType::Float64,
             Kind::Bool => DataType::Boolean,
@@ -35,7 +38,7 @@ impl Kind {
     /// The name `docs/api.md` and the console show.
     pub fn name(self) -> &'static str {
         match self {
-            Kind::Text | Kind::Quality => "text",
+            Kind::Text | Kind::Name | Kind::Quality => "text",
             Kind::Int => "integer",
             Kind::Float => "double",
             Kind::Bool => "boolean",
@@ -71,16 +74,16 @@ pub const TABLES: [Table; 8] = [
 
 const TELEMETRY: &[(&str, Kind)] = &[
     ("timestamp", Kind::Time),
-    ("asset_id", Kind::Text),
-    ("tag_name", Kind::Text),
+    ("asset_id", Kind::Name),
+    ("tag_name", Kind::Name),
     ("value", Kind::Float),
     ("quality", Kind::Quality),
 ];
 
 const ROLLUP: &[(&str, Kind)] = &[
     ("bucket", Kind::Time),
-    ("asset_id", Kind::Text),
-    ("tag_name", Kind::Text),
+    ("asset_id", Kind::Name),
+    ("tag_name", Kind::Name),
     ("count", Kind::Int),
     ("sum", Kind::Float),
     ("min", Kind::Float),

@@ -302,6 +302,40 @@ impl Queries<'_> {
         Ok(out)
     }
 
+    /// Up to `limit` points of one series with `after < ts < end`, by time, as columns: read
+    /// a few blocks at a time, like [`Queries::raw_of_series`].
+    pub async fn columns_of_series(
+        &self,
+        series_id: i64,
+        mut after: i64,
+        end: i64,
+        limit: usize,
+    ) -> Result<(Vec<i64>, Vec<f64>, Vec<i16>)> {
+        // A scan reads whole series: many blocks a statement (each statement crosses to the
+        // database's thread and back), at most 64 hours of points in memory.
+        const BLOCKS_PER_READ: i64 = 64;
+        let (mut ts, mut values, mut quality) = (Vec::new(), Vec::new(), Vec::new());
+        let mut conn = self.0.acquire().await?;
+        while ts.len() < limit {
+            let read = blocks::following(&mut conn, series_id, after, end, BLOCKS_PER_READ).await?;
+            for b in &read {
+                let c = b.columns()?;
+                for i in 0..c.len() {
+                    if c.ts[i] > after && c.ts[i] < end && ts.len() < limit {
+                        ts.push(c.ts[i]);
+                        values.push(c.values[i]);
+                        quality.push(c.quality[i]);
+                    }
+                }
+            }
+            match read.last() {
+                Some(last) if (read.len() as i64) == BLOCKS_PER_READ => after = last.end,
+                _ => break,
+            }
+        }
+        Ok((ts, values, quality))
+    }
+
     /// One row per series and bucket (`bucket` ms wide, aligned to UTC; the whole range when
     /// `None`), ordered by time, then asset and tag.
     pub async fn query_aggregated(

@@ -211,20 +211,21 @@ impl Tsdb {
             .await
     }
 
-    /// Every point of one series with `lo <= ts < hi`, by time, as columns (timestamps,
-    /// values, quality codes): a step of a read that began with [`Tsdb::series_of`] (which
-    /// flushed the log). The whole range is in memory: callers read a bounded range or one
-    /// series at a time (BI scans).
+    /// Up to `limit` points of one series with `after < ts < end`, by time, as columns
+    /// (timestamps, values, quality codes), read a few blocks at a time: a step of a read that
+    /// began with [`Tsdb::series_of`] (which flushed the log), so a range of any size is read
+    /// in bounded memory (BI scans).
     pub async fn points_of_series(
         &self,
         series_id: i64,
-        lo: i64,
-        hi: i64,
+        after: i64,
+        end: i64,
+        limit: usize,
     ) -> Result<(Vec<i64>, Vec<f64>, Vec<i16>)> {
         self.upgrade().await?;
-        let mut conn = self.shared.store.pool().acquire().await?;
-        let c = crate::blocks::points(&mut conn, series_id, lo, hi).await?;
-        Ok((c.ts, c.values, c.quality))
+        Queries(self.shared.store.pool())
+            .columns_of_series(series_id, after, end, limit)
+            .await
     }
 
     /// The assets of an organization with their tags, by name (every series ever stored).

@@ -117,6 +117,10 @@ async fn every_table_answers_only_the_callers_organization() {
     assert_eq!(m["rows"], json!([[30, 435.0, 0.0, 29.0]]));
     let h = sql(&app, &a, "SELECT sum(count) FROM telemetry_1h").await;
     assert_eq!(h["rows"], json!([[60]]));
+    // The README's query: rollups of the last days, by peak.
+    let r = sql(&app, &a, "SELECT asset_id, tag_name, sum(sum) / sum(count) AS average, max(max) AS peak FROM telemetry_1h \
+        WHERE bucket > now() - INTERVAL '3 days' GROUP BY asset_id, tag_name ORDER BY peak DESC LIMIT 10").await;
+    assert_eq!(r["rows"].as_array().map(Vec::len), Some(2), "{r}");
     // Timestamps come back as RFC 3339; filters on time narrow the scan and still hold.
     let t = sql(&app, &a, &format!(
         "SELECT timestamp, value, quality FROM telemetry WHERE asset_id = 'pump-2' AND timestamp >= TIMESTAMP '{}' ORDER BY timestamp LIMIT 2",
@@ -173,6 +177,7 @@ async fn only_queries_run_and_refusals_say_why() {
         "SELECT 1; SELECT 2",
         "SELECT * FROM nowhere",
         "SELECT nothing FROM telemetry",
+        "SELECT repeat('x', 2000000000)",
         "",
     ] {
         let r = app
