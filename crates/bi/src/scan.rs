@@ -34,7 +34,7 @@ pub(crate) struct ScopedTable {
     pub table: Table,
     pub source: Arc<dyn Source>,
     pub rls: Option<Expr>,
-    /// Partitions a telemetry scan reads in parallel.
+    /// The query's partitions (cores); a telemetry scan reads at least 4 in parallel.
     pub partitions: usize,
 }
 
