@@ -285,6 +285,19 @@ impl App {
             .collect())
     }
 
+    /// A slot among the organization's `max_concurrent_queries` on this node, else a 429.
+    fn query_slot(&self, org_id: &str, config: &BiConfig) -> AppResult<crate::query_slots::Slot> {
+        self.query_slots()
+            .take(org_id, config.max_concurrent_queries)
+            .ok_or_else(|| AppError::LimitReached {
+                message: format!(
+                    "the organization already runs {} queries at once (BI configuration max_concurrent_queries)",
+                    config.max_concurrent_queries
+                ),
+                retry_after: 1,
+            })
+    }
+
     /// Runs `sql` for the organization under `rls`, within the configuration's limits.
     async fn run_sql(
         &self,
@@ -327,18 +340,7 @@ impl App {
         let rows = req.limit.map_or(config.row_limit as usize, |l| {
             l.min(config.row_limit.into()) as usize
         });
-        let Some(_slot) = self
-            .query_slots()
-            .take(&caller.org_id, config.max_concurrent_queries)
-        else {
-            return Err(AppError::LimitReached {
-                message: format!(
-                    "the organization already runs {} queries at once (BI configuration max_concurrent_queries)",
-                    config.max_concurrent_queries
-                ),
-                retry_after: 1,
-            });
-        };
+        let _slot = self.query_slot(&caller.org_id, &config)?;
         let rls = conditions(&self.rules_of_caller(caller).await?);
         let started = Instant::now();
         let executed_at = Timestamp::now();
@@ -519,6 +521,7 @@ impl App {
         };
         let rls = conditions(&rules);
         let config = self.bi_config(org_id).await?;
+        let _slot = self.query_slot(org_id, &config)?;
         let out = self
             .run_sql(
                 org_id,

@@ -32,6 +32,11 @@ impl From<DataFusionError> for BiError {
 
 /// The engine's message without its internal prefixes and backtrace hints.
 fn message(e: &DataFusionError) -> String {
+    // The parser's own words ("sql parser error: Expected: ..., found: X at Line: 1, Column:
+    // 5"), not the wrapper's debug form.
+    if let DataFusionError::SQL(parser, _) = e.find_root() {
+        return parser.to_string();
+    }
     let text = e.find_root().to_string();
     let text = text.trim();
     for prefix in [

@@ -169,6 +169,11 @@ async fn only_queries_run_and_refusals_say_why() {
     assert_eq!(r.code(), "validation_error");
     assert_eq!(field_of(&r), "sql");
     assert!(r.text.contains("Line: 1, Column: 1"), "{}", r.text);
+    assert!(
+        r.text.contains("sql parser error: Expected"),
+        "the parser's words: {}",
+        r.text
+    );
     for bad in [
         "CREATE EXTERNAL TABLE x STORED AS CSV LOCATION '/etc/passwd'",
         "DROP TABLE telemetry",
