@@ -350,8 +350,8 @@ impl App {
         let execution_time_ms = started.elapsed().as_millis() as u64;
         let (status, error, row_count) = match &outcome {
             Ok(out) => (RunStatus::Success, None, out.rows.len() as u64),
-            Err(BiError::Timeout(_)) => (RunStatus::Timeout, Some(outcome_message(&outcome)), 0),
-            Err(_) => (RunStatus::Error, Some(outcome_message(&outcome)), 0),
+            Err(e @ BiError::Timeout(_)) => (RunStatus::Timeout, Some(e.to_string()), 0),
+            Err(e) => (RunStatus::Error, Some(e.to_string()), 0),
         };
         self.store()
             .insert_query_run(
@@ -538,13 +538,6 @@ impl App {
             columns: out.columns,
             rows: out.rows,
         })
-    }
-}
-
-fn outcome_message(outcome: &Result<plantd_bi::QueryOutput, BiError>) -> String {
-    match outcome {
-        Ok(_) => String::new(),
-        Err(e) => e.to_string(),
     }
 }
 

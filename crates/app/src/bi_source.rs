@@ -60,25 +60,26 @@ fn tag_in(scope: &SeriesScope, tag: &str) -> bool {
 #[async_trait]
 impl Source for OrgSource {
     async fn series(&self, scope: &SeriesScope) -> Result<Vec<Series>, SourceError> {
-        let (assets, tag) = split(scope);
+        // The tags go to the statement (an empty list there means every tag, here none).
+        let tags = match &scope.tags {
+            Some(list) if list.is_empty() => return Ok(Vec::new()),
+            Some(list) => list.as_slice(),
+            None => &[],
+        };
         let mut out = Vec::new();
-        for asset in assets {
-            let f = filter(asset, tag, EARLIEST, LATEST);
-            for (id, asset_id, tag_name) in self
+        for asset in split(scope).0 {
+            let f = filter(asset, None, EARLIEST, LATEST);
+            let series = self
                 .app
                 .tsdb()
-                .series_of(&self.org_id, &f, &[])
+                .series_of(&self.org_id, &f, tags)
                 .await
-                .map_err(failed)?
-            {
-                if tag_in(scope, &tag_name) {
-                    out.push(Series {
-                        id,
-                        asset_id,
-                        tag_name,
-                    });
-                }
-            }
+                .map_err(failed)?;
+            out.extend(series.into_iter().map(|(id, asset_id, tag_name)| Series {
+                id,
+                asset_id,
+                tag_name,
+            }));
         }
         Ok(out)
     }

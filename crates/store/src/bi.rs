@@ -7,7 +7,7 @@ use plantd_model::{Timestamp, new_id};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use crate::rows::{OrgTable, touched};
+use crate::rows::OrgTable;
 use crate::sql::json_column;
 use crate::{Arg, Result, Store, StoreError, Where};
 
@@ -182,27 +182,23 @@ impl Store {
 
     /// Records one execution.
     pub async fn insert_query_run(&self, org_id: &str, run: &QueryRun) -> Result<()> {
-        let mut tx = self.begin_write().await?;
-        touched(
+        self.write_one(
             sqlx::query(
                 "INSERT INTO bi_query_runs (id, org_id, executed_by, sql_text, database_name, status, error, row_count, \
                  execution_time_ms, executed_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
             )
-            .bind(&run.id)
-            .bind(org_id)
-            .bind(&run.executed_by)
-            .bind(&run.sql)
-            .bind(&run.database)
+            .bind(run.id.clone())
+            .bind(org_id.to_string())
+            .bind(run.executed_by.clone())
+            .bind(run.sql.clone())
+            .bind(run.database.clone())
             .bind(run.status.as_str())
-            .bind(run.error.as_deref())
+            .bind(run.error.clone())
             .bind(run.row_count as i64)
             .bind(run.execution_time_ms as i64)
-            .bind(run.executed_at.millis())
-            .execute(&mut *tx)
-            .await?,
-        )?;
-        tx.commit().await?;
-        Ok(())
+            .bind(run.executed_at.millis()),
+        )
+        .await
     }
 
     /// A page of the organization's executions, newest first; only `executed_by`'s when given.

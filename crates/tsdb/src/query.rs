@@ -8,6 +8,7 @@ use serde::Serialize;
 use sqlx::Row;
 use std::collections::HashMap;
 
+use crate::block::Columns;
 use crate::blocks::{self, window_of};
 use crate::error::Result;
 use crate::levels::{BucketStats, HOUR, LEVELS, floor_to};
@@ -278,62 +279,61 @@ impl Queries<'_> {
     pub async fn raw_of_series(
         &self,
         series_id: i64,
-        mut after: i64,
+        after: i64,
         end: i64,
         limit: i64,
     ) -> Result<Vec<(i64, f64, Quality)>> {
-        const BLOCKS_PER_READ: i64 = 8;
-        let mut out = Vec::new();
-        let mut conn = self.0.acquire().await?;
-        while (out.len() as i64) < limit {
-            let read = blocks::following(&mut conn, series_id, after, end, BLOCKS_PER_READ).await?;
-            for b in &read {
-                for p in b.columns()?.iter() {
-                    if p.0 > after && p.0 < end && (out.len() as i64) < limit {
-                        out.push(p);
-                    }
-                }
-            }
-            match read.last() {
-                Some(last) if (read.len() as i64) == BLOCKS_PER_READ => after = last.end,
-                _ => break,
-            }
-        }
-        Ok(out)
+        let c = self
+            .following_points(series_id, after, end, limit.max(0) as usize, 8)
+            .await?;
+        Ok(c.iter().collect())
     }
 
-    /// Up to `limit` points of one series with `after < ts < end`, by time, as columns: read
-    /// a few blocks at a time, like [`Queries::raw_of_series`].
+    /// Up to `limit` points of one series with `after < ts < end`, by time, as columns (BI
+    /// scans): like [`Queries::raw_of_series`], but a scan reads whole series, so many blocks a
+    /// statement (each statement crosses to the database's thread and back), at most 64 hours
+    /// of points in memory.
     pub async fn columns_of_series(
+        &self,
+        series_id: i64,
+        after: i64,
+        end: i64,
+        limit: usize,
+    ) -> Result<(Vec<i64>, Vec<f64>, Vec<i16>)> {
+        let c = self
+            .following_points(series_id, after, end, limit, 64)
+            .await?;
+        Ok((c.ts, c.values, c.quality))
+    }
+
+    /// Up to `limit` points of one series with `after < ts < end`, by time, reading
+    /// `blocks_per_read` blocks a statement.
+    async fn following_points(
         &self,
         series_id: i64,
         mut after: i64,
         end: i64,
         limit: usize,
-    ) -> Result<(Vec<i64>, Vec<f64>, Vec<i16>)> {
-        // A scan reads whole series: many blocks a statement (each statement crosses to the
-        // database's thread and back), at most 64 hours of points in memory.
-        const BLOCKS_PER_READ: i64 = 64;
-        let (mut ts, mut values, mut quality) = (Vec::new(), Vec::new(), Vec::new());
+        blocks_per_read: i64,
+    ) -> Result<Columns> {
+        let mut out = Columns::default();
         let mut conn = self.0.acquire().await?;
-        while ts.len() < limit {
-            let read = blocks::following(&mut conn, series_id, after, end, BLOCKS_PER_READ).await?;
+        while out.len() < limit {
+            let read = blocks::following(&mut conn, series_id, after, end, blocks_per_read).await?;
             for b in &read {
                 let c = b.columns()?;
                 for i in 0..c.len() {
-                    if c.ts[i] > after && c.ts[i] < end && ts.len() < limit {
-                        ts.push(c.ts[i]);
-                        values.push(c.values[i]);
-                        quality.push(c.quality[i]);
+                    if c.ts[i] > after && c.ts[i] < end && out.len() < limit {
+                        out.push(c.ts[i], c.values[i], c.quality[i]);
                     }
                 }
             }
             match read.last() {
-                Some(last) if (read.len() as i64) == BLOCKS_PER_READ => after = last.end,
+                Some(last) if (read.len() as i64) == blocks_per_read => after = last.end,
                 _ => break,
             }
         }
-        Ok((ts, values, quality))
+        Ok(out)
     }
 
     /// One row per series and bucket (`bucket` ms wide, aligned to UTC; the whole range when

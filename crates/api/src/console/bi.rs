@@ -15,6 +15,18 @@ use crate::state::AppState;
 
 const SCRIPTS: &[&str] = &["vendor/uplot/uPlot.iife.min.js", "bi.js"];
 
+/// Where `bi.js` draws an answer: a summary, the chart and the table (SQL Lab and the RLS
+/// test alike).
+fn answer_box() -> Markup {
+    html! {
+        div id="sql-answer" hidden {
+            p id="sql-summary" aria-live="polite" {}
+            div id="sql-chart" {}
+            div class="table-scroll" { table id="sql-table" class="list" {} }
+        }
+    }
+}
+
 /// A button that puts a query's SQL into the editor.
 fn load_button(sql: &str, label: &str) -> Markup {
     html! { button type="button" class="link load-sql" data-sql=(sql) title=(sql) { (label) } }
@@ -77,11 +89,7 @@ pub(crate) async fn sql_lab(
                     button type="submit" class="primary" { "Run" }
                     p class="form-error" role="alert" {}
                 }
-                div id="sql-answer" hidden {
-                    p id="sql-summary" aria-live="polite" {}
-                    div id="sql-chart" {}
-                    div class="table-scroll" { table id="sql-table" class="list" {} }
-                }
+                (answer_box())
                 form id="sql-save" class="api-form" data-method="POST" data-action="/v1/bi/query/save" {
                     h2 { "Save this query" }
                     input type="hidden" name="sql";
@@ -192,11 +200,7 @@ pub(crate) async fn rls(
                 button type="submit" { "Run as this role" }
                 p class="form-error" role="alert" {}
             }
-            div id="sql-answer" hidden {
-                p id="sql-summary" aria-live="polite" {}
-                div id="sql-chart" {}
-                div class="table-scroll" { table id="sql-table" class="list" {} }
-            }
+            (answer_box())
         }
     };
     Ok(shell(&browser, body, SCRIPTS))
