@@ -38,6 +38,8 @@ pub struct BiConfigUpdate {
     pub query_timeout_seconds: Option<u32>,
     /// 1 to 1,000,000.
     pub row_limit: Option<u32>,
+    /// Origins that may frame embedded dashboards (`https://host[:port]`), at most 20.
+    pub embed_allowed_origins: Option<Vec<String>>,
 }
 
 /// SQL to run (SPEC 2.10).
@@ -137,6 +139,42 @@ fn all_roles() -> Vec<Role> {
     vec![Role::Owner, Role::Admin, Role::Member]
 }
 
+/// Whether `text` is a web origin: `http` or `https`, a host of letters, digits, dots, dashes
+/// (or an IPv6 literal in brackets), an optional port, and nothing else (it goes into a CSP).
+fn is_origin(text: &str) -> bool {
+    let Some(rest) = text
+        .strip_prefix("https://")
+        .or_else(|| text.strip_prefix("http://"))
+    else {
+        return false;
+    };
+    let (host_ok, port) = match rest.strip_prefix('[') {
+        Some(v6) => match v6.split_once(']') {
+            Some((h, after)) if after.is_empty() || after.starts_with(':') => (
+                !h.is_empty()
+                    && h.chars()
+                        .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.'),
+                after.strip_prefix(':'),
+            ),
+            _ => (false, None),
+        },
+        None => {
+            let (h, port) = match rest.split_once(':') {
+                Some((h, p)) => (h, Some(p)),
+                None => (rest, None),
+            };
+            (
+                !h.is_empty()
+                    && h.len() <= 253
+                    && h.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-'),
+                port,
+            )
+        }
+    };
+    host_ok && port.is_none_or(|p| p.parse::<u16>().is_ok_and(|n| n > 0))
+}
+
 fn check_database(v: &mut Validator, database: Option<&str>) {
     if let Some(d) = database {
         v.check(
@@ -195,7 +233,7 @@ fn check_rule(f: &RlsRuleFields) -> AppResult<()> {
 
 /// The rules' conditions as the engine takes them (a rule of an unknown table is skipped: the
 /// table list only grows).
-fn conditions(rules: &[RlsRule]) -> Vec<Rls> {
+pub(crate) fn conditions(rules: &[RlsRule]) -> Vec<Rls> {
     rules
         .iter()
         .filter_map(|r| {
@@ -207,7 +245,7 @@ fn conditions(rules: &[RlsRule]) -> Vec<Rls> {
         .collect()
 }
 
-fn effective_filter(rls: &[Rls]) -> String {
+pub(crate) fn effective_filter(rls: &[Rls]) -> String {
     let mut parts = Vec::new();
     for table in plantd_bi::TABLES {
         let clauses: Vec<String> = rls
@@ -241,6 +279,14 @@ impl App {
             max_concurrent_queries: u.max_concurrent_queries.unwrap_or(c.max_concurrent_queries),
             query_timeout_seconds: u.query_timeout_seconds.unwrap_or(c.query_timeout_seconds),
             row_limit: u.row_limit.unwrap_or(c.row_limit),
+            embed_allowed_origins: u
+                .embed_allowed_origins
+                .map(|o| {
+                    o.iter()
+                        .map(|x| x.trim().trim_end_matches('/').to_string())
+                        .collect()
+                })
+                .unwrap_or(c.embed_allowed_origins),
         };
         let mut v = Validator::new();
         v.check(
@@ -258,6 +304,18 @@ impl App {
             "row_limit",
             "must be from 1 to 1000000",
         );
+        v.check(
+            next.embed_allowed_origins.len() <= 20,
+            "embed_allowed_origins",
+            "must list at most 20 origins",
+        );
+        for (i, origin) in next.embed_allowed_origins.iter().enumerate() {
+            v.check(
+                is_origin(origin),
+                &format!("embed_allowed_origins[{i}]"),
+                format!("'{origin}' is not an origin such as https://portal.example.com (scheme, host and port only)"),
+            );
+        }
         v.finish()?;
         Ok(self.store().put_bi_config(org_id, &next).await?)
     }
@@ -277,7 +335,7 @@ impl App {
         self.rules_of_role(&caller.org_id, role).await
     }
 
-    async fn rules_of_role(&self, org_id: &str, role: Role) -> AppResult<Vec<RlsRule>> {
+    pub(crate) async fn rules_of_role(&self, org_id: &str, role: Role) -> AppResult<Vec<RlsRule>> {
         let rules = self.store().rls_rules(org_id).await?;
         Ok(rules
             .into_iter()
@@ -286,7 +344,11 @@ impl App {
     }
 
     /// A slot among the organization's `max_concurrent_queries` on this node, else a 429.
-    fn query_slot(&self, org_id: &str, config: &BiConfig) -> AppResult<crate::query_slots::Slot> {
+    pub(crate) fn query_slot(
+        &self,
+        org_id: &str,
+        config: &BiConfig,
+    ) -> AppResult<crate::query_slots::Slot> {
         self.query_slots()
             .take(org_id, config.max_concurrent_queries)
             .ok_or_else(|| AppError::LimitReached {
@@ -299,7 +361,7 @@ impl App {
     }
 
     /// Runs `sql` for the organization under `rls`, within the configuration's limits.
-    async fn run_sql(
+    pub(crate) async fn run_sql(
         &self,
         org_id: &str,
         config: &BiConfig,
@@ -542,7 +604,7 @@ impl App {
 }
 
 /// What the engine's refusal is to the caller: the SQL's fault (400 on `sql`), or storage's.
-fn refusal(e: BiError) -> AppError {
+pub(crate) fn refusal(e: BiError) -> AppError {
     match e {
         BiError::Query(_) | BiError::Timeout(_) => AppError::invalid("sql", e.to_string()),
         BiError::Source(_) => AppError::internal("a BI query's read of storage failed", e),

@@ -43,6 +43,8 @@ pub struct AppConfig {
     /// Where OTA package files live (content-addressed by SHA-256); nodes of one deployment
     /// share it (docs/api.md, "OTA").
     pub ota_dir: std::path::PathBuf,
+    /// How long a BI guest token lives (`[bi] guest_token_ttl_secs`, default 300 s).
+    pub guest_token_ttl: Duration,
 }
 
 impl AppConfig {
@@ -79,6 +81,7 @@ impl Default for AppConfig {
             metrics_token: None,
             device_offline_after: Duration::from_secs(180),
             ota_dir: std::env::temp_dir().join("plantd-ota"),
+            guest_token_ttl: Duration::from_secs(300),
         }
     }
 }

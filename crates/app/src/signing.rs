@@ -4,7 +4,7 @@
 //! token it signed has expired. Verifying a token (signature, issuer, audience, expiry, and
 //! whether its grant or the token itself was revoked) makes the access token's [`Caller`].
 
-use plantd_auth::jwt::{AccessClaims, SigningKey};
+use plantd_auth::jwt::{AccessClaims, GuestClaims, SigningKey};
 use plantd_model::identity::ACCESS_TOKEN_SECS;
 use plantd_model::{Scope, Tier, Timestamp, new_id, scope};
 use std::collections::HashMap;
@@ -82,6 +82,26 @@ impl App {
         Ok(serde_json::json!({ "keys": keys.iter().map(SigningKey::jwk).collect::<Vec<_>>() }))
     }
 
+    /// The key that signs now.
+    async fn current_key(&self) -> AppResult<SigningKey> {
+        let keys = self.signing_keys(false).await?;
+        keys.first()
+            .cloned()
+            .ok_or_else(|| AppError::internal("no signing key", "none stored"))
+    }
+
+    /// The key a token's header names (reading the keys again once when it is unknown: another
+    /// node may have rotated them).
+    async fn key_named(&self, kid: &str, what: &str) -> AppResult<SigningKey> {
+        let mut keys = self.signing_keys(false).await?;
+        if !keys.iter().any(|k| k.kid == kid) {
+            keys = self.signing_keys(true).await?;
+        }
+        keys.iter().find(|k| k.kid == kid).cloned().ok_or_else(|| {
+            AppError::InvalidToken(format!("the {what}'s signing key is unknown or retired"))
+        })
+    }
+
     /// Signs an access token.
     pub(crate) async fn sign_access_token(
         &self,
@@ -91,10 +111,7 @@ impl App {
         client_id: &str,
         grant_id: &str,
     ) -> AppResult<String> {
-        let keys = self.signing_keys(false).await?;
-        let key = keys
-            .first()
-            .ok_or_else(|| AppError::internal("no signing key", "none stored"))?;
+        let key = self.current_key().await?;
         let now = Timestamp::now().unix_seconds();
         let claims = AccessClaims {
             iss: self.issuer().to_string(),
@@ -116,17 +133,35 @@ impl App {
     /// audience, expiry) and neither it nor its grant was revoked.
     pub(crate) async fn verify_access_token(&self, token: &str) -> AppResult<AccessClaims> {
         let kid = plantd_auth::jwt::key_id_of(token).map_err(AppError::InvalidToken)?;
-        let mut keys = self.signing_keys(false).await?;
-        if !keys.iter().any(|k| k.kid == kid) {
-            keys = self.signing_keys(true).await?;
-        }
-        let key = keys.iter().find(|k| k.kid == kid).ok_or_else(|| {
-            AppError::InvalidToken("the access token's signing key is unknown or retired".into())
-        })?;
-        let claims = key
-            .verify(token, self.issuer(), self.issuer())
-            .map_err(AppError::InvalidToken)?;
-        Ok(claims)
+        let key = self.key_named(&kid, "access token").await?;
+        key.verify(token, self.issuer(), self.issuer())
+            .map_err(AppError::InvalidToken)
+    }
+
+    /// The audience of BI guest tokens: the embed API, never the API itself.
+    pub(crate) fn guest_audience(&self) -> String {
+        format!("{}/v1/bi-embed", self.issuer())
+    }
+
+    /// Signs a BI guest token (its issuer and audience set here).
+    pub(crate) async fn sign_guest_token(&self, mut claims: GuestClaims) -> AppResult<String> {
+        let key = self.current_key().await?;
+        claims.iss = self.issuer().to_string();
+        claims.aud = self.guest_audience();
+        key.sign_guest(&claims)
+            .map_err(|e| AppError::internal("cannot sign a guest token", e))
+    }
+
+    /// The claims of a guest token this server signed, if it is valid now (a refusal is a 401
+    /// in the API's envelope: a guest token is no OAuth token).
+    pub(crate) async fn verify_guest_token(&self, token: &str) -> AppResult<GuestClaims> {
+        let kid = plantd_auth::jwt::key_id_of_guest(token).map_err(AppError::Unauthenticated)?;
+        let key = match self.key_named(&kid, "guest token").await {
+            Err(AppError::InvalidToken(m)) => return Err(AppError::Unauthenticated(m)),
+            other => other?,
+        };
+        key.verify_guest(token, self.issuer(), &self.guest_audience())
+            .map_err(AppError::Unauthenticated)
     }
 
     /// Forgets what is cached of tokens (after a revocation on this node, which then takes

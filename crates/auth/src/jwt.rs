@@ -5,6 +5,7 @@
 use jsonwebtoken::jwk::{Jwk, KeyAlgorithm, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use rsa::pkcs8::{EncodePrivateKey, LineEnding};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 /// Seconds of clock difference allowed when checking `exp` (and `nbf`).
@@ -43,6 +44,47 @@ pub struct AccessClaims {
     /// The grant (authorization or refresh family, or client-credentials issue) it belongs to:
     /// revoking the grant revokes the token.
     pub gid: String,
+}
+
+/// The JWT type (`typ`) of access tokens (RFC 9068).
+const ACCESS_TYPE: &str = "at+jwt";
+/// The JWT type of BI guest tokens: a token of one type is never accepted as the other.
+pub const GUEST_TYPE: &str = "guest+jwt";
+
+/// The claims of a BI guest token (docs/api.md, "Embedded dashboards"): who issued it, for
+/// which organization, the dashboards it may show and its own row-level-security clauses.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct GuestClaims {
+    pub iss: String,
+    /// The user (else the API key) that issued it.
+    pub sub: String,
+    /// The embed API of the issuer (`{issuer}/v1/bi-embed`): an access token's audience differs.
+    pub aud: String,
+    pub exp: i64,
+    pub iat: i64,
+    pub jti: String,
+    /// The organization id.
+    pub org: String,
+    pub resources: Vec<GuestResource>,
+    #[serde(default)]
+    pub rls: Vec<GuestRls>,
+}
+
+/// A resource a guest token opens: `{type: "dashboard", id}`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct GuestResource {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub id: String,
+}
+
+/// A row-level-security clause a guest token carries, on one BI table or (`table` absent) on
+/// every table its dashboards read.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct GuestRls {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table: Option<String>,
+    pub clause: String,
 }
 
 /// A new RSA private key as PKCS#8 PEM (slow: run it off the async threads).
@@ -97,9 +139,18 @@ impl SigningKey {
     }
 
     pub fn sign(&self, claims: &AccessClaims) -> Result<String, JwtError> {
+        self.sign_as(ACCESS_TYPE, claims)
+    }
+
+    /// Signs a BI guest token (type `guest+jwt`).
+    pub fn sign_guest(&self, claims: &GuestClaims) -> Result<String, JwtError> {
+        self.sign_as(GUEST_TYPE, claims)
+    }
+
+    fn sign_as<T: Serialize>(&self, typ: &str, claims: &T) -> Result<String, JwtError> {
         let mut header = Header::new(Algorithm::RS256);
         header.kid = Some(self.kid.clone());
-        header.typ = Some("at+jwt".into());
+        header.typ = Some(typ.into());
         jsonwebtoken::encode(&header, claims, &self.encoding).map_err(JwtError::Signing)
     }
 
@@ -111,48 +162,86 @@ impl SigningKey {
         issuer: &str,
         audience: &str,
     ) -> Result<AccessClaims, String> {
+        self.verify_as(token, issuer, audience, "access token", LEEWAY_SECS)
+    }
+
+    /// The claims of a guest token, checked as [`SigningKey::verify`] checks access tokens but
+    /// with no leeway: a guest token lives minutes, and the servers of one deployment that
+    /// issue and check it share their clocks.
+    pub fn verify_guest(
+        &self,
+        token: &str,
+        issuer: &str,
+        audience: &str,
+    ) -> Result<GuestClaims, String> {
+        self.verify_as(token, issuer, audience, "guest token", 0)
+    }
+
+    fn verify_as<T: DeserializeOwned>(
+        &self,
+        token: &str,
+        issuer: &str,
+        audience: &str,
+        what: &str,
+        leeway_secs: i64,
+    ) -> Result<T, String> {
         let mut v = Validation::new(Algorithm::RS256);
-        v.leeway = LEEWAY_SECS as u64;
+        v.leeway = leeway_secs as u64;
         v.set_issuer(&[issuer]);
         v.set_audience(&[audience]);
         v.set_required_spec_claims(&["exp", "iat", "iss", "aud", "sub"]);
-        jsonwebtoken::decode::<AccessClaims>(token, &self.decoding, &v)
+        jsonwebtoken::decode::<T>(token, &self.decoding, &v)
             .map(|d| d.claims)
             .map_err(|e| {
                 use jsonwebtoken::errors::ErrorKind;
                 match e.kind() {
-                    ErrorKind::ExpiredSignature => "the access token has expired".into(),
-                    ErrorKind::InvalidIssuer => {
-                        "the access token was issued by another server".into()
-                    }
-                    ErrorKind::InvalidAudience => "the access token is for another audience".into(),
-                    ErrorKind::InvalidSignature => "the access token's signature is invalid".into(),
-                    _ => format!("the access token is invalid: {e}"),
+                    ErrorKind::ExpiredSignature => format!("the {what} has expired"),
+                    ErrorKind::InvalidIssuer => format!("the {what} was issued by another server"),
+                    ErrorKind::InvalidAudience => format!("the {what} is for another audience"),
+                    ErrorKind::InvalidSignature => format!("the {what}'s signature is invalid"),
+                    _ => format!("the {what} is invalid: {e}"),
                 }
             })
     }
 }
 
 /// The key id (`kid`) a token's header names, if it is an access token at all: an RS256 JWT
-/// of type `at+jwt` (RFC 9068 2.1: a JWT of another type, an ID token say, is no access
-/// token).
+/// of type `at+jwt` (RFC 9068 2.1: a JWT of another type, an ID token or a guest token say, is
+/// no access token).
 pub fn key_id_of(token: &str) -> Result<String, String> {
+    key_id_typed(token, &[ACCESS_TYPE, "application/at+jwt"], "access token")
+}
+
+/// The key id a guest token's header names, if it is an RS256 JWT of type `guest+jwt`.
+pub fn key_id_of_guest(token: &str) -> Result<String, String> {
+    key_id_typed(token, &[GUEST_TYPE], "guest token")
+}
+
+fn key_id_typed(token: &str, types: &[&str], what: &str) -> Result<String, String> {
     let header = jsonwebtoken::decode_header(token)
-        .map_err(|_| "the access token is not a well-formed JWT".to_string())?;
+        .map_err(|_| format!("the {what} is not a well-formed JWT"))?;
     if header.alg != Algorithm::RS256 {
-        return Err("access tokens of this server are signed with RS256".into());
+        return Err(format!("{what}s of this server are signed with RS256"));
     }
     let typ = header
         .typ
         .as_deref()
         .unwrap_or_default()
         .to_ascii_lowercase();
-    if typ != "at+jwt" && typ != "application/at+jwt" {
-        return Err("the token is not an access token (its type must be at+jwt)".into());
+    if !types.contains(&typ.as_str()) {
+        let article = if what.starts_with(['a', 'e', 'i', 'o', 'u']) {
+            "an"
+        } else {
+            "a"
+        };
+        return Err(format!(
+            "the token is not {article} {what} (its type must be {})",
+            types[0]
+        ));
     }
     header
         .kid
-        .ok_or_else(|| "the access token names no signing key (kid)".to_string())
+        .ok_or_else(|| format!("the {what} names no signing key (kid)"))
 }
 
 /// Whether a bearer token has the shape of a JWT (three base64url parts).
@@ -190,6 +279,48 @@ mod tests {
         header.typ = Some("JWT".into());
         let plain = jsonwebtoken::encode(&header, &claims(i64::MAX / 2), &key.encoding).unwrap();
         assert!(key_id_of(&plain).unwrap_err().contains("at+jwt"));
+        assert!(key_id_of_guest(&token).unwrap_err().contains("guest+jwt"));
+    }
+
+    #[test]
+    fn guest_tokens_are_not_access_tokens() {
+        let key = SigningKey::from_pem("k1", &generate_rsa_pem().unwrap()).unwrap();
+        let iss = "http://127.0.0.1:8000";
+        let aud = "http://127.0.0.1:8000/v1/bi-embed";
+        let guest = GuestClaims {
+            iss: iss.into(),
+            sub: "user-1".into(),
+            aud: aud.into(),
+            exp: 4_000_000_000,
+            iat: 1,
+            jti: "j".into(),
+            org: "org-1".into(),
+            resources: vec![GuestResource {
+                kind: "dashboard".into(),
+                id: "d1".into(),
+            }],
+            rls: vec![GuestRls {
+                table: None,
+                clause: "asset_id = 'p1'".into(),
+            }],
+        };
+        let token = key.sign_guest(&guest).unwrap();
+        assert_eq!(key_id_of_guest(&token).unwrap(), "k1");
+        assert!(key_id_of(&token).unwrap_err().contains("at+jwt"));
+        assert_eq!(key.verify_guest(&token, iss, aud).unwrap(), guest);
+        // Its claims are no access token's either, whatever the header says.
+        assert!(key.verify(&token, iss, aud).is_err());
+        let expired = key
+            .sign_guest(&GuestClaims {
+                exp: 10,
+                ..guest.clone()
+            })
+            .unwrap();
+        assert!(
+            key.verify_guest(&expired, iss, aud)
+                .unwrap_err()
+                .contains("guest token has expired")
+        );
     }
 
     #[test]

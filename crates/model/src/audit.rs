@@ -339,6 +339,17 @@ audit_events! {
     BiRlsRuleUpdate => "bi_rls_rule.update", Bi, "bi_rls_rule", Warning;
     BiRlsRuleDelete => "bi_rls_rule.delete", Bi, "bi_rls_rule", Warning;
     BiRlsTest => "bi_rls_rule.test", Bi, "bi_rls_rule", Info;
+    BiEmbedList => "bi_embed.list", Bi, "dashboard", Info;
+    BiGuestTokenCreate => "bi_guest_token.create", Bi, "bi_guest_token", Warning;
+    BiEmbedView => "bi_embed.view", Bi, "dashboard", Info;
+    BiEmbedData => "bi_embed.data", Bi, "dashboard", Info;
+    BiReportList => "bi_report.list", Bi, "bi_report", Info;
+    BiReportCreate => "bi_report.create", Bi, "bi_report", Info;
+    BiReportRead => "bi_report.read", Bi, "bi_report", Info;
+    BiReportUpdate => "bi_report.update", Bi, "bi_report", Info;
+    BiReportDelete => "bi_report.delete", Bi, "bi_report", Warning;
+    BiReportRun => "bi_report.run", Bi, "bi_report", Info;
+    BiReportRuns => "bi_report.runs", Bi, "bi_report", Info;
 
     TagList => "tag.list", Assets, "tag", Info;
     TagRead => "tag.read", Assets, "tag", Info;

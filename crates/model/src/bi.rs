@@ -25,6 +25,9 @@ pub struct BiConfig {
     pub query_timeout_seconds: u32,
     /// Rows an answer holds at most, 1 to 1,000,000.
     pub row_limit: u32,
+    /// The origins (`https://portal.example.com`) whose pages may frame embedded dashboards
+    /// (CSP `frame-ancestors`); empty: only this server's own pages. At most 20.
+    pub embed_allowed_origins: Vec<String>,
 }
 
 impl Default for BiConfig {
@@ -36,6 +39,7 @@ impl Default for BiConfig {
             max_concurrent_queries: 5,
             query_timeout_seconds: 300,
             row_limit: 10_000,
+            embed_allowed_origins: Vec::new(),
         }
     }
 }

@@ -41,6 +41,16 @@ pub struct FileConfig {
     /// Where OTA package files are kept (default `<data_dir>/ota`; also `PLANTD_OTA_DIR`,
     /// which wins). Nodes sharing one database must share this directory.
     pub ota_dir: Option<PathBuf>,
+    /// BI: embedded dashboards and reports.
+    pub bi: Option<BiFileConfig>,
+}
+
+/// `[bi]`: embedded dashboards and reports.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BiFileConfig {
+    /// How long a guest token lives, 10 to 86,400 seconds (default 300).
+    pub guest_token_ttl_secs: Option<u64>,
 }
 
 /// `[mqtt]`: the device channel's addresses (flags and `PLANTD_MQTT_*` win).
@@ -245,6 +255,13 @@ impl ServeConfig {
             Some(s) => Some(Duration::from_secs(s)),
             None => None,
         };
+        let guest_token_ttl = match file.bi.as_ref().and_then(|b| b.guest_token_ttl_secs) {
+            Some(s) if !(10..=86_400).contains(&s) => {
+                bail!("bi.guest_token_ttl_secs must be from 10 to 86400")
+            }
+            Some(s) => Some(Duration::from_secs(s)),
+            None => None,
+        };
         let listen_text = listen
             .or_else(|| file.listen.clone())
             .unwrap_or_else(|| DEFAULT_LISTEN.into());
@@ -315,6 +332,7 @@ impl ServeConfig {
                 _ => None,
             },
             device_offline_after: device_offline_after.unwrap_or(defaults.device_offline_after),
+            guest_token_ttl: guest_token_ttl.unwrap_or(defaults.guest_token_ttl),
             ..defaults
         };
         Ok(Self {

@@ -289,11 +289,16 @@ pub fn router(state: AppState) -> Router<AppState> {
 }
 
 /// The embedded files: path under `/assets/`, content type, bytes.
-const ASSETS: [(&str, &str, &[u8]); 15] = [
+const ASSETS: [(&str, &str, &[u8]); 16] = [
     (
         "bi.js",
         "text/javascript; charset=utf-8",
         include_bytes!("../../assets/bi.js"),
+    ),
+    (
+        "embed.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../../assets/embed.js"),
     ),
     (
         "docs.css",

@@ -7,6 +7,7 @@ mod assets;
 mod audit;
 mod auth;
 mod bi;
+mod bi_embed;
 mod dashboards;
 mod data_sources;
 mod fleet;
@@ -51,6 +52,7 @@ pub fn all() -> Vec<Route> {
         ota::routes(),
         audit::routes(),
         bi::routes(),
+        bi_embed::routes(),
     ]
     .into_iter()
     .flatten()

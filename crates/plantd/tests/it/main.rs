@@ -6,6 +6,7 @@
 mod alerts;
 mod auth;
 mod bi;
+mod bi_embed;
 mod browser;
 mod cli;
 mod connectors;
