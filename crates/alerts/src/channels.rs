@@ -2,7 +2,8 @@
 //! What a message says is decided here ([`email_message`], [`slack_message`]); queueing,
 //! retries and the delivery log belong to the caller.
 
-use lettre::message::{Mailbox, header::ContentType};
+use lettre::message::header::{ContentTransferEncoding, ContentType};
+use lettre::message::{Attachment, Body, Mailbox, MultiPart, SinglePart};
 use lettre::transport::smtp::authentication::Credentials;
 use lettre::transport::smtp::client::{Certificate, Tls, TlsParameters};
 use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor};
@@ -216,6 +217,45 @@ impl Mailer {
                 message: format!("cannot build the message: {e}"),
                 permanent: true,
             })?;
+        self.deliver(message).await
+    }
+
+    /// Sends one message with a file attached (a report) to every recipient.
+    pub async fn send_with_attachment(
+        &self,
+        to: &[String],
+        subject: &str,
+        body: &str,
+        file: (&str, &str, Vec<u8>),
+    ) -> Result<(), SendError> {
+        let (filename, content_type, bytes) = file;
+        let bad = |e: String| SendError {
+            message: e,
+            permanent: true,
+        };
+        let mut message = lettre::Message::builder()
+            .from(self.from.clone())
+            .subject(subject);
+        for r in to {
+            let mailbox = Mailbox::from_str(r)
+                .map_err(|e| bad(format!("recipient {r:?} is not an email address: {e}")))?;
+            message = message.to(mailbox);
+        }
+        let content_type = ContentType::parse(content_type)
+            .map_err(|e| bad(format!("content type {content_type}: {e}")))?;
+        // Base64 whatever the file holds, so that it arrives byte for byte (quoted-printable,
+        // lettre's choice for text, would rewrite a CSV's line ends).
+        let file_body = Body::new_with_encoding(bytes, ContentTransferEncoding::Base64)
+            .map_err(|_| bad("cannot encode the attachment".into()))?;
+        let message = message
+            .multipart(
+                MultiPart::mixed()
+                    .singlepart(SinglePart::plain(body.to_string()))
+                    .singlepart(
+                        Attachment::new(filename.to_string()).body(file_body, content_type),
+                    ),
+            )
+            .map_err(|e| bad(format!("cannot build the message: {e}")))?;
         self.deliver(message).await
     }
 

@@ -57,7 +57,7 @@ const RESETS_PER_HOUR: u64 = 5;
 
 impl App {
     /// The mailer of `[smtp]`, or why there is none.
-    fn mailer(&self) -> Result<Mailer, String> {
+    pub(crate) fn mailer(&self) -> Result<Mailer, String> {
         match &self.config().smtp {
             Some(c) => Mailer::new(c),
             None => Err("no [smtp] relay is configured on this server".into()),

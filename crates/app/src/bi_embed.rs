@@ -15,10 +15,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::app::App;
 use crate::bi::conditions;
-use crate::bi_widgets::DashboardData;
 use crate::caller::Caller;
 use crate::dashboards::Dashboard;
 use crate::error::{AppError, AppResult};
+use plantd_model::bi::DashboardData;
 
 /// Resources and clauses a guest token may carry.
 const MAX_RESOURCES: usize = 20;

@@ -6,10 +6,9 @@
 
 use plantd_bi::{BiError, Rls};
 use plantd_model::Timestamp;
-use plantd_model::bi::BiConfig;
-use plantd_model::dashboard::{DisplayOptions, Layout, Widget, WidgetQuery, WidgetType};
+use plantd_model::bi::{AlertRow, BiConfig, DashboardData, LatestValue, SeriesData, WidgetData};
+use plantd_model::dashboard::{Layout, Widget, WidgetQuery, WidgetType};
 use plantd_model::telemetry::Aggregation;
-use serde::Serialize;
 
 use crate::app::App;
 use crate::dashboards::Dashboard;
@@ -23,82 +22,6 @@ const WIDGET_ROWS: usize = 8 * CHART_POINTS as usize + 100;
 const ALERT_ROWS: usize = 50;
 /// The range a widget shows when its query names none.
 const DEFAULT_RANGE_SECS: i64 = 3_600;
-
-/// What a dashboard shows at one moment.
-#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
-pub struct DashboardData {
-    pub dashboard_id: String,
-    pub name: String,
-    pub description: String,
-    /// Grid columns of the layout.
-    pub columns: u32,
-    pub generated_at: Timestamp,
-    pub widgets: Vec<WidgetData>,
-}
-
-/// One widget with what it shows.
-#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
-pub struct WidgetData {
-    pub id: String,
-    #[serde(rename = "type")]
-    pub kind: WidgetType,
-    pub title: String,
-    pub x: u32,
-    pub y: u32,
-    pub w: u32,
-    pub h: u32,
-    /// The asset read (a variable replaced by its default).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub asset_id: Option<String>,
-    /// The range shown: `[start, end)`.
-    pub start: Timestamp,
-    pub end: Timestamp,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub options: Option<DisplayOptions>,
-    /// Line charts: one series per tag, `[epoch milliseconds, value]` pairs, oldest first.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub series: Vec<SeriesData>,
-    /// Stats, gauges and tables: the newest value of each tag within the range.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub latest: Vec<LatestValue>,
-    /// Alert lists: open (active or acknowledged) alerts, newest first.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub alerts: Vec<AlertRow>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub text: Option<String>,
-    /// Why the widget has no data, when its query failed (the others still show).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
-pub struct SeriesData {
-    pub tag: String,
-    /// The bucket width in seconds the points were combined over (0: raw points).
-    pub step_secs: i64,
-    #[schema(value_type = Vec<Vec<f64>>)]
-    pub points: Vec<(i64, f64)>,
-}
-
-#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
-pub struct LatestValue {
-    pub tag: String,
-    pub value: Option<f64>,
-    pub timestamp: Option<Timestamp>,
-    pub quality: Option<String>,
-}
-
-#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
-pub struct AlertRow {
-    pub rule_name: Option<String>,
-    pub severity: Option<String>,
-    pub status: Option<String>,
-    pub asset_id: Option<String>,
-    pub tag_name: Option<String>,
-    pub value: Option<f64>,
-    pub title: Option<String>,
-    pub triggered_at: Option<Timestamp>,
-}
 
 /// A SQL string literal.
 fn literal(text: &str) -> String {

@@ -45,6 +45,8 @@ pub struct AppConfig {
     pub ota_dir: std::path::PathBuf,
     /// How long a BI guest token lives (`[bi] guest_token_ttl_secs`, default 300 s).
     pub guest_token_ttl: Duration,
+    /// How often the report scheduler looks for due reports (default 20 s).
+    pub report_poll_interval: Duration,
 }
 
 impl AppConfig {
@@ -82,6 +84,7 @@ impl Default for AppConfig {
             device_offline_after: Duration::from_secs(180),
             ota_dir: std::env::temp_dir().join("plantd-ota"),
             guest_token_ttl: Duration::from_secs(300),
+            report_poll_interval: Duration::from_secs(20),
         }
     }
 }

@@ -1,5 +1,5 @@
 //! The background workers: [`App::start`] runs the usage flusher, telemetry retention, the
-//! connector supervisor and the delivery worker until [`Workers::stop`]; each reports its last
+//! connector supervisor, the delivery worker and the report scheduler until [`Workers::stop`]; each reports its last
 //! run and last error on the worker board (`GET /v1/status`).
 
 use plantd_model::Timestamp;
@@ -36,6 +36,7 @@ impl App {
             tokio::spawn(crate::ota::run(self.clone(), stopped.clone())),
             tokio::spawn(crate::ml_training::run(self.clone(), stopped.clone())),
             tokio::spawn(crate::ml_models::run_scorer(self.clone(), stopped.clone())),
+            tokio::spawn(crate::bi_reports::run(self.clone(), stopped.clone())),
             tokio::spawn(crate::deliveries::run(self.clone(), stopped)),
         ];
         Workers {

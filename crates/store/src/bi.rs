@@ -1,14 +1,17 @@
 //! BI's records: each organization's configuration (no row: the defaults), saved queries, the
 //! history of executions and row-level-security rules.
 
-use plantd_model::bi::{BiConfig, QueryRun, RlsRule, RunStatus, SavedQuery};
+use plantd_model::bi::{
+    BiConfig, QueryRun, Report, ReportFormat, ReportRun, ReportRunStatus, ReportTrigger, RlsRule,
+    RunStatus, SavedQuery,
+};
 use plantd_model::page::{Page, Paged};
 use plantd_model::{Timestamp, new_id};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use crate::rows::OrgTable;
-use crate::sql::json_column;
+use crate::sql::{json_column, opt_ts};
 use crate::{Arg, Result, Store, StoreError, Where};
 
 const SAVED: OrgTable = OrgTable {
@@ -290,5 +293,257 @@ impl Store {
 
     pub async fn delete_rls_rule(&self, org_id: &str, id: &str) -> Result<()> {
         self.delete_org_row(&RULES, org_id, id).await
+    }
+}
+
+const REPORTS: OrgTable = OrgTable {
+    name: "bi_reports",
+    columns: "*",
+    order: "name, id",
+};
+
+/// What a report is made of (create, and the whole of an update), with its next scheduled run.
+#[derive(Clone, Debug)]
+pub struct ReportFields {
+    pub name: String,
+    pub dashboard_id: String,
+    pub schedule: String,
+    pub format: ReportFormat,
+    pub recipients: Vec<String>,
+    pub enabled: bool,
+    pub next_run_at: Option<Timestamp>,
+}
+
+fn report_from_row(row: &AnyRow) -> Result<Report> {
+    let format: String = row.try_get("format")?;
+    Ok(Report {
+        id: row.try_get("id")?,
+        name: row.try_get("name")?,
+        dashboard_id: row.try_get("dashboard_id")?,
+        schedule: row.try_get("schedule")?,
+        format: ReportFormat::parse(&format)
+            .ok_or_else(|| StoreError::Corrupt(format!("report format {format}")))?,
+        recipients: json_column(row, "recipients")?,
+        enabled: row.try_get::<i64, _>("enabled")? != 0,
+        created_by: row.try_get("created_by")?,
+        run_as: row.try_get("run_as")?,
+        next_run_at: opt_ts(row, "next_run_at")?,
+        created_at: Timestamp::from_millis(row.try_get("created_at")?),
+        updated_at: Timestamp::from_millis(row.try_get("updated_at")?),
+    })
+}
+
+fn report_run_from_row(row: &AnyRow) -> Result<ReportRun> {
+    let trigger: String = row.try_get("trigger_kind")?;
+    let status: String = row.try_get("status")?;
+    let format: String = row.try_get("format")?;
+    Ok(ReportRun {
+        id: row.try_get("id")?,
+        report_id: row.try_get("report_id")?,
+        trigger: ReportTrigger::parse(&trigger)
+            .ok_or_else(|| StoreError::Corrupt(format!("report trigger {trigger}")))?,
+        scheduled_for: opt_ts(row, "scheduled_for")?,
+        status: ReportRunStatus::parse(&status)
+            .ok_or_else(|| StoreError::Corrupt(format!("report run status {status}")))?,
+        error: row.try_get("error")?,
+        format: ReportFormat::parse(&format)
+            .ok_or_else(|| StoreError::Corrupt(format!("report format {format}")))?,
+        size_bytes: row
+            .try_get::<Option<i64>, _>("size_bytes")?
+            .map(|n| n.max(0) as u64),
+        recipients: json_column(row, "recipients")?,
+        started_at: Timestamp::from_millis(row.try_get("started_at")?),
+        finished_at: opt_ts(row, "finished_at")?,
+    })
+}
+
+impl Store {
+    /// A report created by `created_by` (a user, else an API key), reading as `run_as`.
+    pub async fn create_report(
+        &self,
+        org_id: &str,
+        created_by: &str,
+        run_as: Option<&str>,
+        f: &ReportFields,
+    ) -> Result<Report> {
+        let id = new_id();
+        let now = Timestamp::now().millis();
+        self.write_one(
+            sqlx::query(
+                "INSERT INTO bi_reports (id, org_id, name, dashboard_id, schedule, format, recipients, enabled, \
+                 created_by, run_as, next_run_at, created_at, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+            )
+            .bind(id.clone())
+            .bind(org_id.to_string())
+            .bind(f.name.clone())
+            .bind(f.dashboard_id.clone())
+            .bind(f.schedule.clone())
+            .bind(f.format.as_str())
+            .bind(serde_json::to_string(&f.recipients)?)
+            .bind(i64::from(f.enabled))
+            .bind(created_by.to_string())
+            .bind(run_as.map(str::to_string))
+            .bind(f.next_run_at.map(Timestamp::millis))
+            .bind(now)
+            .bind(now),
+        )
+        .await?;
+        self.report(org_id, &id).await
+    }
+
+    pub async fn report(&self, org_id: &str, id: &str) -> Result<Report> {
+        self.org_row(&REPORTS, org_id, id, report_from_row).await
+    }
+
+    /// Every report of the organization, by name.
+    pub async fn reports(&self, org_id: &str) -> Result<Vec<Report>> {
+        self.org_rows(&REPORTS, org_id, report_from_row).await
+    }
+
+    pub async fn update_report(&self, org_id: &str, id: &str, f: &ReportFields) -> Result<Report> {
+        self.write_one(
+            sqlx::query(
+                "UPDATE bi_reports SET name = $1, dashboard_id = $2, schedule = $3, format = $4, recipients = $5, \
+                 enabled = $6, next_run_at = $7, updated_at = $8 WHERE org_id = $9 AND id = $10",
+            )
+            .bind(f.name.clone())
+            .bind(f.dashboard_id.clone())
+            .bind(f.schedule.clone())
+            .bind(f.format.as_str())
+            .bind(serde_json::to_string(&f.recipients)?)
+            .bind(i64::from(f.enabled))
+            .bind(f.next_run_at.map(Timestamp::millis))
+            .bind(Timestamp::now().millis())
+            .bind(org_id.to_string())
+            .bind(id.to_string()),
+        )
+        .await?;
+        self.report(org_id, id).await
+    }
+
+    pub async fn delete_report(&self, org_id: &str, id: &str) -> Result<()> {
+        self.delete_org_row(&REPORTS, org_id, id).await
+    }
+
+    /// Enabled reports of every organization whose next run is due at `now`, with their
+    /// organizations, soonest first.
+    pub async fn due_reports(&self, now: Timestamp, limit: u32) -> Result<Vec<(String, Report)>> {
+        let rows = sqlx::query(
+            "SELECT * FROM bi_reports WHERE enabled = 1 AND next_run_at IS NOT NULL AND next_run_at <= $1 \
+             ORDER BY next_run_at, id LIMIT $2",
+        )
+        .bind(now.millis())
+        .bind(i64::from(limit))
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("org_id")?, report_from_row(r)?)))
+            .collect()
+    }
+
+    /// Moves a report's next run from `due` to `next`, only if no one moved it since: true
+    /// for the one caller (of every node) that claims the run due at `due`.
+    pub async fn claim_report_run(
+        &self,
+        id: &str,
+        due: Timestamp,
+        next: Option<Timestamp>,
+    ) -> Result<bool> {
+        let mut tx = self.begin_write().await?;
+        let done = sqlx::query(
+            "UPDATE bi_reports SET next_run_at = $1 WHERE id = $2 AND next_run_at = $3",
+        )
+        .bind(next.map(Timestamp::millis))
+        .bind(id.to_string())
+        .bind(due.millis())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    pub async fn insert_report_run(&self, org_id: &str, run: &ReportRun) -> Result<()> {
+        self.write_one(
+            sqlx::query(
+                "INSERT INTO bi_report_runs (id, org_id, report_id, trigger_kind, scheduled_for, status, error, format, \
+                 size_bytes, recipients, started_at, finished_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+            )
+            .bind(run.id.clone())
+            .bind(org_id.to_string())
+            .bind(run.report_id.clone())
+            .bind(run.trigger.as_str())
+            .bind(run.scheduled_for.map(Timestamp::millis))
+            .bind(run.status.as_str())
+            .bind(run.error.clone())
+            .bind(run.format.as_str())
+            .bind(run.size_bytes.map(|n| n as i64))
+            .bind(serde_json::to_string(&run.recipients)?)
+            .bind(run.started_at.millis())
+            .bind(run.finished_at.map(Timestamp::millis)),
+        )
+        .await
+    }
+
+    /// Records how a run ended.
+    pub async fn finish_report_run(&self, org_id: &str, run: &ReportRun) -> Result<()> {
+        self.write_one(
+            sqlx::query(
+                "UPDATE bi_report_runs SET status = $1, error = $2, size_bytes = $3, finished_at = $4 \
+                 WHERE org_id = $5 AND id = $6",
+            )
+            .bind(run.status.as_str())
+            .bind(run.error.clone())
+            .bind(run.size_bytes.map(|n| n as i64))
+            .bind(run.finished_at.map(Timestamp::millis))
+            .bind(org_id.to_string())
+            .bind(run.id.clone()),
+        )
+        .await
+    }
+
+    pub async fn report_run(&self, org_id: &str, id: &str) -> Result<ReportRun> {
+        let row = sqlx::query("SELECT * FROM bi_report_runs WHERE org_id = $1 AND id = $2")
+            .bind(org_id)
+            .bind(id)
+            .fetch_optional(self.pool())
+            .await?
+            .ok_or(StoreError::NotFound)?;
+        report_run_from_row(&row)
+    }
+
+    /// A page of a report's runs, newest first.
+    pub async fn report_runs(
+        &self,
+        org_id: &str,
+        report_id: &str,
+        page: Page,
+    ) -> Result<Paged<ReportRun>> {
+        let total: i64 = sqlx::query(
+            "SELECT COUNT(*) AS n FROM bi_report_runs WHERE org_id = $1 AND report_id = $2",
+        )
+        .bind(org_id)
+        .bind(report_id)
+        .fetch_one(self.pool())
+        .await?
+        .try_get("n")?;
+        let sql = format!(
+            "SELECT * FROM bi_report_runs WHERE org_id = $1 AND report_id = $2 \
+             ORDER BY started_at DESC, id DESC LIMIT {} OFFSET {}",
+            page.limit(),
+            page.offset()
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(org_id)
+            .bind(report_id)
+            .fetch_all(self.pool())
+            .await?;
+        Ok(Paged {
+            items: rows
+                .iter()
+                .map(report_run_from_row)
+                .collect::<Result<_>>()?,
+            total: total as u64,
+        })
     }
 }

@@ -48,7 +48,7 @@ pub use api_keys::NewApiKey;
 pub use audit::{AuditFilter, AuditSummary, EventTypeCount};
 pub use audit_writer::{NewAuditRecord, insert_audit_rows};
 pub use backend::{Backend, backend_of, sqlite_file, sqlite_url_for};
-pub use bi::{RlsRuleFields, SavedQueryFields};
+pub use bi::{ReportFields, RlsRuleFields, SavedQueryFields};
 pub use dashboards::Dashboard;
 pub use data_sources::{ConnectorState, DataSourceUpdate, NewDataSource};
 pub use database::WriteTx;

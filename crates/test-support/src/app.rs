@@ -307,12 +307,17 @@ impl TestApp {
     /// Another API node on the same database (as on PostgreSQL, where several nodes share
     /// one), for the same organization and admin key; default configuration.
     pub async fn another_node(&self) -> TestApp {
+        self.another_node_with(AppConfig::default()).await
+    }
+
+    /// Another node on the same database with `config`.
+    pub async fn another_node_with(&self, config: AppConfig) -> TestApp {
         let store = Store::connect(&self.database_url)
             .await
             .expect("connect to the shared database");
         start_node(
             store,
-            AppConfig::default(),
+            config,
             self.org_id.clone(),
             self.admin_key.clone(),
             self.database_url.clone(),

@@ -1,6 +1,6 @@
 //! BI (SPEC 4.11): SQL over the organization's data, saved queries, the history, the BI
 //! configuration and row-level-security rules (docs/api.md, "BI"). Execute, saved queries and
-//! history take `read:telemetry`; the configuration and rules take `admin`.
+//! history take `read:telemetry`; the configuration, rules and reports take `admin`.
 
 use axum::extract::State;
 use axum::response::Response;
@@ -8,9 +8,10 @@ use plantd_app::bi::{
     BiConfigUpdate, ExecuteSql, NewRlsRule, NewSavedQuery, RlsRuleUpdate, RlsTest, RlsTestAnswer,
     SavedQueryUpdate, SqlAnswer,
 };
+use plantd_app::bi_reports::{NewReport, ReportUpdate};
 use plantd_model::Scope::{Admin, ReadTelemetry};
 use plantd_model::audit::AuditEvent;
-use plantd_model::bi::{BiConfig, QueryRun, RlsRule, SavedQuery};
+use plantd_model::bi::{BiConfig, QueryRun, Report, ReportRun, RlsRule, SavedQuery};
 use plantd_model::page::PageQuery;
 
 use crate::envelope::{Data, List, created, list, no_content, ok, page_in_memory, page_of_query};
@@ -65,6 +66,22 @@ pub(crate) fn routes() -> Vec<Route> {
             Policy::scope(Admin, AuditEvent::BiRlsRuleDelete)
         ),
         route!(test_rules, Policy::scope(Admin, AuditEvent::BiRlsTest)),
+        route!(list_reports, Policy::scope(Admin, AuditEvent::BiReportList)),
+        route!(
+            create_report,
+            Policy::scope(Admin, AuditEvent::BiReportCreate)
+        ),
+        route!(get_report, Policy::scope(Admin, AuditEvent::BiReportRead)),
+        route!(
+            update_report,
+            Policy::scope(Admin, AuditEvent::BiReportUpdate)
+        ),
+        route!(
+            delete_report,
+            Policy::scope(Admin, AuditEvent::BiReportDelete)
+        ),
+        route!(run_report, Policy::scope(Admin, AuditEvent::BiReportRun)),
+        route!(report_runs, Policy::scope(Admin, AuditEvent::BiReportRuns)),
     ]
 }
 
@@ -221,4 +238,75 @@ async fn test_rules(
     ValidJson(body): ValidJson<RlsTest>,
 ) -> ApiResult<Response> {
     Ok(ok(state.app.test_rls(&caller.org_id, body).await?))
+}
+
+/// The organization's reports, by name.
+#[utoipa::path(get, path = "/bi/reports", tag = "bi", params(PageQuery),
+    responses((status = 200, body = List<Report>)))]
+async fn list_reports(
+    State(state): State<AppState>,
+    caller: Auth,
+    ValidQuery(q): ValidQuery<PageQuery>,
+) -> ApiResult<Response> {
+    let page = page_of_query(q)?;
+    let all = state.app.reports(&caller.org_id).await?;
+    Ok(list(page, page_in_memory(page, all), |r| r))
+}
+
+/// Schedule a dashboard to be mailed as PDF or CSV (five cron fields, UTC).
+#[utoipa::path(post, path = "/bi/reports", tag = "bi", request_body = NewReport,
+    responses((status = 201, body = Data<Report>)))]
+async fn create_report(
+    State(state): State<AppState>,
+    caller: Auth,
+    ValidJson(body): ValidJson<NewReport>,
+) -> ApiResult<Response> {
+    let report = state.app.create_report(&caller, body).await?;
+    Ok(created(&report.id.clone(), report))
+}
+
+#[utoipa::path(get, path = "/bi/reports/{id}", tag = "bi", params(("id" = String, Path)),
+    responses((status = 200, body = Data<Report>)))]
+async fn get_report(State(state): State<AppState>, r: ById) -> ApiResult<Response> {
+    Ok(ok(state.app.report(r.org(), &r.id).await?))
+}
+
+/// Change a report; absent fields keep their value (the next run follows the schedule).
+#[utoipa::path(put, path = "/bi/reports/{id}", tag = "bi", params(("id" = String, Path)),
+    request_body = ReportUpdate, responses((status = 200, body = Data<Report>)))]
+async fn update_report(
+    State(state): State<AppState>,
+    r: ById,
+    ValidJson(body): ValidJson<ReportUpdate>,
+) -> ApiResult<Response> {
+    Ok(ok(state.app.update_report(r.org(), &r.id, body).await?))
+}
+
+#[utoipa::path(delete, path = "/bi/reports/{id}", tag = "bi", params(("id" = String, Path)),
+    responses((status = 204, description = "Deleted, with its runs")))]
+async fn delete_report(State(state): State<AppState>, r: ById) -> ApiResult<Response> {
+    state.app.delete_report(r.org(), &r.id).await?;
+    Ok(no_content())
+}
+
+/// Run the report now: rendered and mailed before the answer, which is the finished run
+/// (`status` success or error, with the reason).
+#[utoipa::path(post, path = "/bi/reports/{id}/run", tag = "bi", params(("id" = String, Path)),
+    responses((status = 200, body = Data<ReportRun>),
+        (status = 429, description = "The organization already runs max_concurrent_queries queries")))]
+async fn run_report(State(state): State<AppState>, r: ById) -> ApiResult<Response> {
+    Ok(ok(state.app.run_report_now(r.org(), &r.id).await?))
+}
+
+/// The report's runs, newest first.
+#[utoipa::path(get, path = "/bi/reports/{id}/runs", tag = "bi", params(("id" = String, Path), PageQuery),
+    responses((status = 200, body = List<ReportRun>)))]
+async fn report_runs(
+    State(state): State<AppState>,
+    r: ById,
+    ValidQuery(q): ValidQuery<PageQuery>,
+) -> ApiResult<Response> {
+    let page = page_of_query(q)?;
+    let paged = state.app.report_runs(r.org(), &r.id, page).await?;
+    Ok(list(page, paged, |run| run))
 }

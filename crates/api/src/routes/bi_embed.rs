@@ -7,9 +7,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use maud::{DOCTYPE, html};
 use plantd_app::bi_embed::{EmbeddableDashboard, GuestTokenRequest, GuestView};
-use plantd_app::bi_widgets::DashboardData;
 use plantd_model::Scope::Admin;
 use plantd_model::audit::AuditEvent;
+use plantd_model::bi::DashboardData;
 use plantd_model::page::PageQuery;
 use serde::Deserialize;
 

@@ -7,6 +7,7 @@ mod alerts;
 mod auth;
 mod bi;
 mod bi_embed;
+mod bi_reports;
 mod browser;
 mod cli;
 mod connectors;
