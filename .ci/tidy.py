@@ -17,7 +17,7 @@ MAX_LINES = 800
 # Layers, bottom first: a crate may depend only on crates of lower layers.
 LAYERS = [
     ["model"],
-    ["auth", "ml", "bi"],
+    ["auth", "ml", "bi", "report"],
     ["store"],
     ["tsdb", "alerts", "connectors", "sim"],
     ["app"],

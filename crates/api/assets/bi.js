@@ -1,6 +1,7 @@
 // plantd console, BI pages: SQL Lab's editor (Ctrl+Enter runs, names from the table list inserted at the cursor,
 // saved and past queries loaded), and an answer drawn as a table and, when its first column is a time or a number and
-// another is numeric, as a line chart (uPlot). The RLS page's test draws its answer the same way.
+// another is numeric, as a line chart (uPlot). The RLS page's test draws its answer the same way; the embedding page
+// turns a guest token into the iframe snippet.
 (function () {
   'use strict';
   const hook = { answers: 0, charts: 0 };
@@ -65,6 +66,40 @@
       show(d, d.effective_filter ? 'filter ' + d.effective_filter : 'no rule applies');
     }
   });
+
+  // The embedding page: a guest token for the chosen dashboard becomes the iframe snippet to copy.
+  const guest = document.getElementById('guest-token');
+  if (guest) {
+    const fail = guest.querySelector('.form-error');
+    guest.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      fail.textContent = '';
+      for (const p of guest.querySelectorAll('.field-error')) p.textContent = '';
+      const dash = guest.elements.namedItem('dashboard_id').value, clause = guest.elements.namedItem('clause').value.trim();
+      const body = { dashboard_id: dash, resources: [{ type: 'dashboard', id: dash }], rls: clause ? [{ clause: clause }] : [] };
+      let res, answer;
+      try {
+        res = await fetch('/v1/bi-embed/guest-token', { method: 'POST', credentials: 'same-origin', headers: { 'Content-Type': 'application/json', Accept: 'application/json' }, body: JSON.stringify(body) });
+        answer = await res.json().catch(() => null);
+      } catch (e) { fail.textContent = 'cannot reach the server (' + e.message + ')'; return; }
+      if (!res.ok) {
+        const er = (answer && answer.error) || { message: 'HTTP ' + res.status };
+        fail.textContent = er.message;
+        for (const d of er.details || []) { const p = guest.querySelector('[data-error-for="' + CSS.escape(d.field) + '"]'); if (p) p.textContent = d.message; }
+        return;
+      }
+      const url = location.origin + '/v1/bi-embed/embed/' + encodeURIComponent(dash) + '?token=' + encodeURIComponent(answer.data.token);
+      document.getElementById('embed-code').value = '<iframe src="' + url + '" width="100%" height="720" style="border:0" title="plantd dashboard"></iframe>';
+      document.getElementById('embed-expires').textContent = new Date(answer.data.expires_at).toLocaleString();
+      document.getElementById('embed-open').href = url;
+      document.getElementById('embed-snippet').hidden = false;
+    });
+    document.getElementById('embed-copy').addEventListener('click', async (ev) => {
+      const code = document.getElementById('embed-code');
+      code.select();
+      try { await navigator.clipboard.writeText(code.value); ev.target.textContent = 'Copied'; } catch (e) { ev.target.textContent = 'Press Ctrl+C'; }
+    });
+  }
 
   const editor = document.getElementById('sql-editor');
   if (!editor) return;

@@ -7,6 +7,7 @@
 mod alerts;
 mod api_keys;
 mod bi;
+mod bi_reports;
 mod browser;
 mod dashboards;
 mod data_sources;
@@ -36,7 +37,7 @@ use crate::state::AppState;
 const ADMINS_ONLY: &str = "this page is for owners and admins";
 
 /// Every page of the console, in navigation order.
-pub(crate) static PAGES: [ConsolePage; 26] = [
+pub(crate) static PAGES: [ConsolePage; 29] = [
     ConsolePage {
         path: "/",
         title: "Overview",
@@ -221,6 +222,30 @@ pub(crate) static PAGES: [ConsolePage; 26] = [
         nav: true,
         needs: Some((Scope::Admin, ADMINS_ONLY)),
         route: || get(bi::rls),
+    },
+    ConsolePage {
+        path: "/bi/reports",
+        title: "Reports",
+        section: "/bi/reports",
+        nav: true,
+        needs: Some((Scope::Admin, ADMINS_ONLY)),
+        route: || get(bi_reports::reports),
+    },
+    ConsolePage {
+        path: "/bi/reports/{id}",
+        title: "Report",
+        section: "/bi/reports",
+        nav: false,
+        needs: Some((Scope::Admin, ADMINS_ONLY)),
+        route: || get(bi_reports::report),
+    },
+    ConsolePage {
+        path: "/bi/embed",
+        title: "Embedding",
+        section: "/bi/embed",
+        nav: true,
+        needs: Some((Scope::Admin, ADMINS_ONLY)),
+        route: || get(bi_reports::embed),
     },
     ConsolePage {
         path: "/api-keys",

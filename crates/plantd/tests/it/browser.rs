@@ -82,6 +82,8 @@ async fn the_console_in_a_real_browser() {
         "ml_model_deploy",
         "sql_lab",
         "rls_page",
+        "reports_page",
+        "embed_page",
         "no_console_errors",
     ] {
         assert!(
