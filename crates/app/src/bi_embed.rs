@@ -177,7 +177,7 @@ impl App {
             match id_text(&r.id) {
                 Some(id) if !ids.contains(&id) => ids.push(id),
                 Some(_) => {}
-                None => v.add(&format!("resources[{i}].id"), "must be a dashboard's id"),
+                None => v.add(format!("resources[{i}].id"), "must be a dashboard's id"),
             }
         }
         v.check(
@@ -188,7 +188,7 @@ impl App {
         for (i, r) in req.rls.iter().enumerate() {
             let field = format!("rls[{i}]");
             if r.clause.trim().is_empty() {
-                v.add(&format!("{field}.clause"), "must not be empty");
+                v.add(format!("{field}.clause"), "must not be empty");
                 continue;
             }
             let tables = match r.table.as_deref() {
@@ -197,7 +197,7 @@ impl App {
                     Some(t) => vec![t],
                     None => {
                         v.add(
-                            &format!("{field}.table"),
+                            format!("{field}.table"),
                             format!(
                                 "unknown table '{name}': one of {}",
                                 plantd_bi::TABLES.map(Table::name).join(", ")
@@ -215,7 +215,7 @@ impl App {
                         ""
                     };
                     v.add(
-                        &format!("{field}.clause"),
+                        format!("{field}.clause"),
                         format!("on {}: {e}{hint}", t.name()),
                     );
                     break;

@@ -159,7 +159,7 @@ impl App {
         );
         for (i, r) in f.recipients.iter().enumerate() {
             if let Err(e) = plantd_alerts::channels::check_recipient(r) {
-                v.add(&format!("recipients[{i}]"), e);
+                v.add(format!("recipients[{i}]"), e);
             }
         }
         v.finish()?;
