@@ -139,6 +139,15 @@ fn all_roles() -> Vec<Role> {
     vec![Role::Owner, Role::Admin, Role::Member]
 }
 
+/// A dashboard's id given as a string or, as SPEC 2.10 writes it, a number.
+pub(crate) fn dashboard_id_of(v: &serde_json::Value) -> Option<String> {
+    match v {
+        serde_json::Value::String(s) if !s.is_empty() => Some(s.clone()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
 /// Whether `text` is a web origin: `http` or `https`, a host of letters, digits, dots, dashes
 /// (or an IPv6 literal in brackets), an optional port, and nothing else (it goes into a CSP).
 fn is_origin(text: &str) -> bool {
@@ -318,6 +327,23 @@ impl App {
         }
         v.finish()?;
         Ok(self.store().put_bi_config(org_id, &next).await?)
+    }
+
+    /// The organization's dashboard a BI request names (embedding, reports): one that is not
+    /// there is a 400 on `field`.
+    pub(crate) async fn dashboard_named(
+        &self,
+        org_id: &str,
+        id: &str,
+        field: &str,
+    ) -> AppResult<crate::dashboards::Dashboard> {
+        match self.dashboard(org_id, id).await {
+            Err(AppError::NotFound(_)) => Err(AppError::invalid(
+                field,
+                format!("no dashboard '{id}' in this organization"),
+            )),
+            other => other,
+        }
     }
 
     /// The rules that apply to a caller: those naming its member role (an API key acts with

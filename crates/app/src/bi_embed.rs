@@ -14,7 +14,7 @@ use plantd_model::{Timestamp, new_id};
 use serde::{Deserialize, Serialize};
 
 use crate::app::App;
-use crate::bi::conditions;
+use crate::bi::{conditions, dashboard_id_of};
 use crate::caller::Caller;
 use crate::dashboards::Dashboard;
 use crate::error::{AppError, AppResult};
@@ -87,15 +87,6 @@ pub struct GuestView {
     pub claims: GuestClaims,
 }
 
-/// An id given as a string or a number.
-fn id_text(v: &serde_json::Value) -> Option<String> {
-    match v {
-        serde_json::Value::String(s) if !s.is_empty() => Some(s.clone()),
-        serde_json::Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
-}
-
 /// A guest token's clauses as the engine takes them.
 fn guest_conditions(rls: &[GuestRls]) -> Vec<Rls> {
     let mut out = Vec::new();
@@ -156,7 +147,7 @@ impl App {
         req: GuestTokenRequest,
     ) -> AppResult<GuestToken> {
         let mut v = Validator::new();
-        let dashboard_id = id_text(&req.dashboard_id);
+        let dashboard_id = dashboard_id_of(&req.dashboard_id);
         v.check(
             dashboard_id.is_some(),
             "dashboard_id",
@@ -174,7 +165,7 @@ impl App {
                 &format!("resources[{i}].type"),
                 "must be 'dashboard' (the only resource a guest token opens)",
             );
-            match id_text(&r.id) {
+            match dashboard_id_of(&r.id) {
                 Some(id) if !ids.contains(&id) => ids.push(id),
                 Some(_) => {}
                 None => v.add(format!("resources[{i}].id"), "must be a dashboard's id"),
@@ -225,17 +216,8 @@ impl App {
         v.finish()?;
         self.embedding_config(&caller.org_id).await?;
         for (i, id) in ids.iter().enumerate() {
-            if self.dashboard(&caller.org_id, id).await.is_err() {
-                let field = if i == 0 {
-                    "dashboard_id".to_string()
-                } else {
-                    "resources".to_string()
-                };
-                return Err(AppError::invalid(
-                    &field,
-                    format!("no dashboard '{id}' in this organization"),
-                ));
-            }
+            let field = if i == 0 { "dashboard_id" } else { "resources" };
+            self.dashboard_named(&caller.org_id, id, field).await?;
         }
         let now = Timestamp::now().unix_seconds();
         let exp = now + self.config().guest_token_ttl.as_secs() as i64;

@@ -19,7 +19,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use crate::app::App;
-use crate::bi::conditions;
+use crate::bi::{conditions, dashboard_id_of};
 use crate::caller::Caller;
 use crate::error::{AppError, AppResult};
 
@@ -88,14 +88,6 @@ fn next_after(cron: &Cron, after: Timestamp) -> Option<Timestamp> {
         .map(|t| Timestamp::from_millis(t.timestamp_millis()))
 }
 
-fn id_text(v: &serde_json::Value) -> Option<String> {
-    match v {
-        serde_json::Value::String(s) if !s.is_empty() => Some(s.clone()),
-        serde_json::Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
-}
-
 /// A file name of the report at `at`: its name's letters and digits, and the time.
 fn file_name(report: &Report, at: Timestamp) -> String {
     let stem: String = report
@@ -134,7 +126,7 @@ impl App {
         let mut v = Validator::new();
         v.text("name", &f.name, 200);
         if let Some(d) = dashboard_id {
-            match id_text(d) {
+            match dashboard_id_of(d) {
                 Some(id) => f.dashboard_id = id,
                 None => v.add(
                     "dashboard_id",
@@ -163,12 +155,8 @@ impl App {
             }
         }
         v.finish()?;
-        if self.dashboard(org_id, &f.dashboard_id).await.is_err() {
-            return Err(AppError::invalid(
-                "dashboard_id",
-                format!("no dashboard '{}' in this organization", f.dashboard_id),
-            ));
-        }
+        self.dashboard_named(org_id, &f.dashboard_id, "dashboard_id")
+            .await?;
         f.next_run_at = match (&cron, f.enabled) {
             (Ok(cron), true) => next_after(cron, Timestamp::now()),
             _ => None,

@@ -339,7 +339,8 @@ mod tests {
         assert_eq!(chart_source(900), ("telemetry", 1, 3));
         assert_eq!(chart_source(3_600), ("telemetry", 1, 9));
         assert_eq!(chart_source(86_400), ("telemetry_1m", 60, 240));
-        assert_eq!(chart_source(7 * 86_400), ("telemetry_1h", 3_600, 3_600 * 2));
+        assert_eq!(chart_source(7 * 86_400), ("telemetry_1h", 3_600, 3_600));
+        assert_eq!(chart_source(30 * 86_400), ("telemetry_1h", 3_600, 7_200));
         assert_eq!(chart_source(365 * 86_400), ("telemetry_1d", 86_400, 86_400));
         for range in [60, 3_600, 86_400, 30 * 86_400, 366 * 86_400] {
             let (_, width, step) = chart_source(range);

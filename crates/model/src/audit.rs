@@ -339,10 +339,10 @@ audit_events! {
     BiRlsRuleUpdate => "bi_rls_rule.update", Bi, "bi_rls_rule", Warning;
     BiRlsRuleDelete => "bi_rls_rule.delete", Bi, "bi_rls_rule", Warning;
     BiRlsTest => "bi_rls_rule.test", Bi, "bi_rls_rule", Info;
-    BiEmbedList => "bi_embed.list", Bi, "dashboard", Info;
+    BiEmbedList => "bi_embed.list", Bi, "bi_embed", Info;
     BiGuestTokenCreate => "bi_guest_token.create", Bi, "bi_guest_token", Warning;
-    BiEmbedView => "bi_embed.view", Bi, "dashboard", Info;
-    BiEmbedData => "bi_embed.data", Bi, "dashboard", Info;
+    BiEmbedView => "bi_embed.view", Bi, "bi_embed", Info;
+    BiEmbedData => "bi_embed.data", Bi, "bi_embed", Info;
     BiReportList => "bi_report.list", Bi, "bi_report", Info;
     BiReportCreate => "bi_report.create", Bi, "bi_report", Info;
     BiReportRead => "bi_report.read", Bi, "bi_report", Info;

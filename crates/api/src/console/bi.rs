@@ -146,7 +146,7 @@ pub(crate) async fn rls(
     let body = html! {
         h1 { "Row-level security" }
         p class="hint" {
-            "A rule limits the rows of one table that people of the roles it names see, in SQL Lab, saved queries and reports. "
+            "A rule limits the rows of one table that people of the roles it names see, in SQL Lab, saved queries and reports; the member role's rules also hold for embedded dashboards. "
             "Several rules on a table for a role must all hold. API keys without a user are under no rule."
         }
         table class="list" {

@@ -349,7 +349,8 @@ async fn row_time_and_concurrency_limits_hold_and_history_keeps_every_run() {
     assert_eq!(
         config.json["data"],
         json!({"bi_embed_enabled": false, "sql_lab_enabled": true, "chart_builder_enabled": true,
-               "max_concurrent_queries": 5, "query_timeout_seconds": 300, "row_limit": 10000})
+               "max_concurrent_queries": 5, "query_timeout_seconds": 300, "row_limit": 10000,
+               "embed_allowed_origins": []})
     );
     for (body, field) in [
         (
