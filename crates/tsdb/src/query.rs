@@ -499,42 +499,62 @@ impl Queries<'_> {
         bucket: Option<i64>,
     ) -> Result<Vec<Bucket>> {
         let (series, args) = series_where(org_id, f, 3);
-        let mut merged: HashMap<(String, String, i64), BucketStats> = HashMap::new();
+        // Merged by series id and bucket: names are attached once a series at the end.
+        let mut merged: HashMap<(i64, i64), BucketStats> = HashMap::new();
         let mut ids: Option<Vec<(i64, String, String)>> = None;
         // The output bucket of a time: aligned to the width, or the range's start without one.
         let bucket_of = |t: i64| bucket.map_or(f.start.millis(), |w| floor_to(t, w));
         for piece in pieces(f.start.millis(), f.end.millis(), bucket) {
-            let Some((level, _)) = piece.level else {
+            let Some((level, width)) = piece.level else {
                 // Raw edges: each series' points, summed here.
                 if ids.is_none() {
                     ids = Some(self.series_of(org_id, f, &[]).await?);
                 }
                 let mut conn = self.0.acquire().await?;
-                for (id, asset, tag) in ids.iter().flatten() {
+                for (id, _, _) in ids.iter().flatten() {
                     let points = blocks::points(&mut conn, *id, piece.lo, piece.hi).await?;
                     for (t, v) in points.ts.iter().zip(&points.values) {
                         merged
-                            .entry((asset.clone(), tag.clone(), bucket_of(*t)))
+                            .entry((*id, bucket_of(*t)))
                             .or_default()
                             .merge(BucketStats::of(*v));
                     }
                 }
                 continue;
             };
-            // Without an interval the whole range is one bucket: group by series only.
-            let (b, group) = match bucket {
+            // A level as wide as the output buckets is read row by row (a row per series and
+            // bucket already); otherwise the statement sums a bucket's rows, and without an
+            // interval the whole range is one bucket: grouped by series only.
+            let (b, n, total, lo, hi, group) = match bucket {
+                Some(w) if w == width => (
+                    "r.bucket".to_string(),
+                    "r.count",
+                    "r.sum",
+                    "r.min",
+                    "r.max",
+                    String::new(),
+                ),
                 Some(w) => (
                     format!("(r.bucket / {w}) * {w}"),
-                    format!(", (r.bucket / {w}) * {w}"),
+                    "CAST(SUM(r.count) AS BIGINT)",
+                    "SUM(r.sum)",
+                    "MIN(r.min)",
+                    "MAX(r.max)",
+                    format!(" GROUP BY r.series_id, (r.bucket / {w}) * {w}"),
                 ),
-                None => ("0".to_string(), String::new()),
+                None => (
+                    "0".to_string(),
+                    "CAST(SUM(r.count) AS BIGINT)",
+                    "SUM(r.sum)",
+                    "MIN(r.min)",
+                    "MAX(r.max)",
+                    " GROUP BY r.series_id".to_string(),
+                ),
             };
             let mut sql = format!(
-                "SELECT s.asset_id, s.tag_name, {b} AS b, CAST(SUM(r.count) AS BIGINT) AS n, SUM(r.sum) AS total, \
-                 MIN(r.min) AS lo, MAX(r.max) AS hi, NULL AS data \
+                "SELECT r.series_id AS sid, {b} AS b, {n} AS n, {total} AS total, {lo} AS lo, {hi} AS hi, NULL AS data \
                  FROM telemetry_rollup r JOIN telemetry_series s ON s.id = r.series_id \
-                 WHERE r.bucket >= $1 AND r.bucket < $2 AND r.level = {level} AND {series} \
-                 GROUP BY s.asset_id, s.tag_name{group}"
+                 WHERE r.bucket >= $1 AND r.bucket < $2 AND r.level = {level} AND {series}{group}"
             );
             let mut binds = args.clone();
             if level == 1 {
@@ -543,7 +563,7 @@ impl Queries<'_> {
                 // counted once.
                 let (packed, more) = series_where(org_id, f, 3 + args.len());
                 sql.push_str(&format!(
-                    " UNION ALL SELECT s.asset_id, s.tag_name, CAST(0 AS BIGINT) AS b, CAST(0 AS BIGINT) AS n, \
+                    " UNION ALL SELECT m.series_id AS sid, CAST(0 AS BIGINT) AS b, CAST(0 AS BIGINT) AS n, \
                      CAST(0 AS DOUBLE PRECISION) AS total, CAST(0 AS DOUBLE PRECISION) AS lo, \
                      CAST(0 AS DOUBLE PRECISION) AS hi, m.data AS data \
                      FROM telemetry_minute_block m JOIN telemetry_series s ON s.id = m.series_id \
@@ -558,17 +578,13 @@ impl Queries<'_> {
                 q = q.bind(a.clone());
             }
             for r in q.fetch_all(self.0).await? {
-                let (asset, tag): (String, String) =
-                    (r.try_get("asset_id")?, r.try_get("tag_name")?);
+                let sid: i64 = r.try_get("sid")?;
                 if let Some(data) = r.try_get::<Option<Vec<u8>>, _>("data")? {
                     for (start, d) in rollups::decode(&data)? {
                         if start < piece.lo || start >= piece.hi {
                             continue;
                         }
-                        merged
-                            .entry((asset.clone(), tag.clone(), bucket_of(start)))
-                            .or_default()
-                            .merge(d);
+                        merged.entry((sid, bucket_of(start))).or_default().merge(d);
                     }
                     continue;
                 }
@@ -580,20 +596,35 @@ impl Queries<'_> {
                 };
                 // Already aligned by the statement (0 without a width).
                 let b: i64 = r.try_get("b")?;
-                merged
-                    .entry((asset, tag, bucket_of(b)))
-                    .or_default()
-                    .merge(part);
+                merged.entry((sid, bucket_of(b))).or_default().merge(part);
             }
+        }
+        // The names of the series read, read after their rows (a series exists before its
+        // rows); again if one created during the read is missing. One removed meanwhile is
+        // left out with its rows.
+        let named = |ids: Vec<(i64, String, String)>| -> HashMap<i64, (String, String)> {
+            ids.into_iter()
+                .map(|(id, asset, tag)| (id, (asset, tag)))
+                .collect()
+        };
+        let mut names = match ids {
+            Some(ids) => named(ids),
+            None => named(self.series_of(org_id, f, &[]).await?),
+        };
+        if merged.keys().any(|(sid, _)| !names.contains_key(sid)) {
+            names = named(self.series_of(org_id, f, &[]).await?);
         }
         let mut rows: Vec<Bucket> = merged
             .into_iter()
             .filter(|(_, p)| p.count > 0)
-            .map(|((asset_id, tag_name, ts), stats)| Bucket {
-                asset_id,
-                tag_name,
-                start: Timestamp::from_millis(ts),
-                stats,
+            .filter_map(|((sid, ts), stats)| {
+                let (asset_id, tag_name) = names.get(&sid)?.clone();
+                Some(Bucket {
+                    asset_id,
+                    tag_name,
+                    start: Timestamp::from_millis(ts),
+                    stats,
+                })
             })
             .collect();
         rows.sort_by(|a, b| {
