@@ -27,6 +27,9 @@ use crate::error::{AppError, AppResult};
 const MAX_RECIPIENTS: usize = 50;
 /// Due reports one pass of the scheduler takes at most (the rest wait for the next pass).
 const DUE_PER_PASS: u32 = 20;
+/// A run still `running` after this long was cut off by its node stopping (the longest query
+/// timeout is an hour; rendering and mailing take seconds).
+const STALE_RUN: Duration = Duration::from_secs(2 * 3_600);
 /// How long a scheduled run waits for one of the organization's query slots.
 const SLOT_WAIT: Duration = Duration::from_secs(60);
 const REPORT_WORKER: &str = "bi_reports";
@@ -380,6 +383,17 @@ impl App {
     /// and runs those this node claimed.
     async fn report_pass(&self) -> AppResult<()> {
         let now = Timestamp::now();
+        let stale = Timestamp::from_millis(now.millis() - STALE_RUN.as_millis() as i64);
+        let cut = self
+            .store()
+            .fail_stale_report_runs(stale, "interrupted: the node running it stopped")
+            .await?;
+        if cut > 0 {
+            tracing::warn!(
+                runs = cut,
+                "report runs cut off by a stopped node are recorded as failed"
+            );
+        }
         for (org_id, report) in self.store().due_reports(now, DUE_PER_PASS).await? {
             let Some(due) = report.next_run_at else {
                 continue;

@@ -485,6 +485,23 @@ impl Store {
         .await
     }
 
+    /// Marks runs still `running` that started before `before` as failed with `error` (their
+    /// node stopped during the run); answers how many.
+    pub async fn fail_stale_report_runs(&self, before: Timestamp, error: &str) -> Result<u64> {
+        let mut tx = self.begin_write().await?;
+        let done = sqlx::query(
+            "UPDATE bi_report_runs SET status = 'error', error = $1, finished_at = $2 \
+             WHERE status = 'running' AND started_at < $3",
+        )
+        .bind(error.to_string())
+        .bind(Timestamp::now().millis())
+        .bind(before.millis())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(done.rows_affected())
+    }
+
     /// Records how a run ended.
     pub async fn finish_report_run(&self, org_id: &str, run: &ReportRun) -> Result<()> {
         self.write_one(

@@ -399,5 +399,33 @@ async fn reports_are_mailed_by_hand_and_by_schedule_once_across_nodes() {
         "the next run is after now: {}",
         report.text
     );
+
+    // A run its node never finished (it stopped mid-run) is recorded as failed.
+    let started = Timestamp::now().millis() - 3 * 3_600_000;
+    sqlx::query(
+        "INSERT INTO bi_report_runs (id, org_id, report_id, trigger_kind, scheduled_for, status, error, format, \
+         size_bytes, recipients, started_at, finished_at) \
+         VALUES ('cut-off', $1, $2, 'schedule', NULL, 'running', NULL, 'pdf', NULL, '[]', $3, NULL)",
+    )
+    .bind(app.org_id.clone())
+    .bind(id.clone())
+    .bind(started)
+    .execute(&pool)
+    .await
+    .unwrap();
+    let cut = wait_for("the cut-off run marked failed", 30, || async {
+        let runs = app
+            .get(&format!("/bi/reports/{id}/runs"), &k)
+            .await
+            .expect(200)
+            .items();
+        runs.into_iter()
+            .find(|r| r["id"] == "cut-off" && r["status"] == "error")
+    })
+    .await;
+    assert!(
+        cut["error"].as_str().unwrap().contains("interrupted"),
+        "{cut}"
+    );
     node_b.stop().await;
 }
