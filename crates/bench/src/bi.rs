@@ -128,6 +128,8 @@ async fn plantd(o: &Options, url: Option<&str>, t0: i64) -> Result<(Vec<(f64, Va
     let rate = ingest(&server.addr, &key, t0).await?;
     println!("ingested {} points at {rate:.0} points/s", SERIES * POINTS);
     wait_idle(server.child.id()).await?;
+    // A mark for a profiler attached to the server (the idle wait before it takes minutes).
+    println!("queries start (server pid {})", server.child.id());
     let mut sender = connect(&server.addr).await?;
     let mut out = Vec::new();
     for (_, sql, _) in queries(t0) {
