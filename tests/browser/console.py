@@ -617,6 +617,15 @@ def bi_admin(d):
     if d.find_elements(By.CSS_SELECTOR, "#embed-grid .widget-line-chart"):
         wait(d, lambda: d.find_elements(By.CSS_SELECTOR, "#embed-grid .widget-line-chart .uplot"))
     assert not d.find_element(By.ID, "embed-error").is_displayed()
+    # The framing page hands over a new token (postMessage): the next data request uses it.
+    dash = d.find_element(By.ID, "embed").get_attribute("data-dashboard-id")
+    fresh = api(d, "POST", "/v1/bi-embed/guest-token", {"dashboard_id": dash})
+    assert fresh["status"] == 200, fresh
+    loaded = d.execute_script("return document.getElementById('embed').dataset.loaded")
+    d.execute_script("window.postMessage({type: 'plantd:guest-token', token: arguments[0]}, location.origin)",
+                     fresh["json"]["data"]["token"])
+    wait(d, lambda: d.execute_script("const e = document.getElementById('embed'); return e.dataset.loaded") != loaded)
+    assert d.execute_script("return document.getElementById('embed').dataset.token") == fresh["json"]["data"]["token"]
     shot(d, "embedded-dashboard")
     ok("embed_page")
     return [e for e in d.get_log("browser") if e["level"] == "SEVERE"]

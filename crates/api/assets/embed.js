@@ -1,10 +1,14 @@
 // plantd embedded dashboard: draws the widgets of /v1/bi-embed/embed/{id}/data (read with the page's guest
-// token, under its row-level security) and refreshes them every 30 s until the token expires.
+// token, under its row-level security) and refreshes them every 30 s until the token expires. The framing page
+// may hand over a new token before then: postMessage({type: 'plantd:guest-token', token}) from an origin
+// allowed to frame the dashboard.
 (function () {
   'use strict';
   const root = document.getElementById('embed');
   if (!root) return;
-  const token = root.dataset.token, dashId = root.dataset.dashboardId;
+  let token = root.dataset.token;
+  const dashId = root.dataset.dashboardId;
+  const origins = (root.dataset.origins || '').split(' ').filter(Boolean).concat([location.origin]);
   const grid = document.getElementById('embed-grid'), errorEl = document.getElementById('embed-error');
   const updated = document.getElementById('embed-updated');
   const REFRESH_MS = 30000;
@@ -138,5 +142,13 @@
     schedule();
   }
   function schedule() { clearTimeout(timer); timer = setTimeout(load, REFRESH_MS); }
+  window.addEventListener('message', (ev) => {
+    const d = ev.data;
+    if (!d || d.type !== 'plantd:guest-token' || typeof d.token !== 'string' || origins.indexOf(ev.origin) < 0) return;
+    token = d.token;
+    root.dataset.token = token;
+    delete root.dataset.expired;
+    load();
+  });
   load();
 })();

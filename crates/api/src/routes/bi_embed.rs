@@ -143,7 +143,7 @@ fn kiosk_page(view: &GuestView, token: &str) -> Response {
                 link rel="stylesheet" href="/assets/console.css";
             }
             body class="kiosk embed" {
-                main id="embed" data-dashboard-id=(d.id) data-token=(token) {
+                main id="embed" data-dashboard-id=(d.id) data-token=(token) data-origins=(view.config.embed_allowed_origins.join(" ")) {
                     div class="page-head" {
                         h1 { (d.name) }
                         span class="quiet" id="embed-updated" {}

@@ -237,6 +237,13 @@ async fn guest_tokens_open_only_their_dashboard_under_their_rules_until_they_exp
     assert!(page.header("x-frame-options").is_none());
     assert_eq!(page.header("referrer-policy"), Some("no-referrer"));
     assert!(page.text.contains("Pumps") && page.text.contains("/assets/embed.js"));
+    // The origins a new token may come from (postMessage), as the page's script reads them.
+    assert!(
+        page.text
+            .contains("data-origins=\"https://portal.example.com http://10.0.0.5:8080\""),
+        "{}",
+        page.text
+    );
 
     // Nothing else: another dashboard, the API, another organization's dashboard.
     app.get(&format!("/bi-embed/embed/{d2}/data"), &open)
