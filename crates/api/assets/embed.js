@@ -105,11 +105,41 @@
     body.appendChild(ul);
   }
 
+  // The variables the address chooses (?var-pump=Pump_02), passed on to the data request.
+  function variableQuery() {
+    const q = new URLSearchParams();
+    new URLSearchParams(location.search).forEach((v, k) => { if (k.indexOf('var-') === 0) q.set(k, v); });
+    const s = q.toString();
+    return s ? '?' + s : '';
+  }
+  // A choice for each variable that offers several values; a change reads the dashboard again.
+  function drawVariables(vars) {
+    const box = document.getElementById('embed-variables');
+    if (box.dataset.drawn) return;
+    box.dataset.drawn = '1';
+    for (const v of vars || []) {
+      if (!v.options || v.options.length < 2) continue;
+      const label = el('label', null, (v.label || v.name) + ' ');
+      const select = el('select');
+      select.name = 'var-' + v.name;
+      for (const o of v.options) { const opt = el('option', null, o); opt.value = o; opt.selected = o === v.value; select.appendChild(opt); }
+      select.addEventListener('change', () => {
+        const q = new URLSearchParams(location.search);
+        q.set('var-' + v.name, select.value);
+        history.replaceState(null, '', location.pathname + '?' + q.toString());
+        load();
+      });
+      label.appendChild(select);
+      box.appendChild(label);
+    }
+  }
+
   function draw(d) {
     for (const c of charts.values()) c.destroy();
     charts.clear();
     grid.textContent = '';
     grid.style.setProperty('--columns', String(d.columns || 12));
+    drawVariables(d.variables);
     for (const w of d.widgets) {
       w.start_ms = Date.parse(w.start); w.end_ms = Date.parse(w.end);
       const f = frame(w);
@@ -128,7 +158,7 @@
   async function load() {
     let res;
     try {
-      res = await fetch('/v1/bi-embed/embed/' + encodeURIComponent(dashId) + '/data', { headers: { Authorization: 'Bearer ' + token, Accept: 'application/json' } });
+      res = await fetch('/v1/bi-embed/embed/' + encodeURIComponent(dashId) + '/data' + variableQuery(), { headers: { Authorization: 'Bearer ' + token, Accept: 'application/json' } });
     } catch (e) { showError('cannot reach the server (' + e.message + ')'); return schedule(); }
     const body = await res.json().catch(() => null);
     if (!res.ok) {

@@ -275,19 +275,21 @@ impl App {
         })
     }
 
-    /// What a guest token's dashboard shows now: its widgets' queries under the `member`
-    /// role's rules and the token's clauses, in one of the organization's query slots.
+    /// What a guest token's dashboard shows now, with the `variables` chosen (`var-<name>`):
+    /// its widgets' queries under the `member` role's rules and the token's clauses, in one of
+    /// the organization's query slots.
     pub async fn guest_dashboard_data(
         &self,
         token: &str,
         dashboard_id: &str,
+        variables: &std::collections::HashMap<String, String>,
     ) -> AppResult<DashboardData> {
         let view = self.guest_view(token, dashboard_id).await?;
         let org = &view.claims.org;
         let mut rls = conditions(&self.rules_of_role(org, Role::Member).await?);
         rls.extend(guest_conditions(&view.claims.rls));
         let _slot = self.query_slot(org, &view.config)?;
-        self.dashboard_data(org, &view.config, &rls, &view.dashboard)
+        self.dashboard_data(org, &view.config, &rls, &view.dashboard, variables)
             .await
     }
 }

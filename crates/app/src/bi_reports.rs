@@ -375,8 +375,14 @@ impl App {
             None => Vec::new(),
         };
         let dashboard = self.dashboard(org_id, &report.dashboard_id).await?;
-        self.dashboard_data(org_id, config, &conditions(&rules), &dashboard)
-            .await
+        self.dashboard_data(
+            org_id,
+            config,
+            &conditions(&rules),
+            &dashboard,
+            &Default::default(),
+        )
+        .await
     }
 
     /// One pass of the scheduler: claims each due report's run (moving its next run past now)

@@ -6,9 +6,13 @@
 
 use plantd_bi::{BiError, Rls};
 use plantd_model::Timestamp;
-use plantd_model::bi::{AlertRow, BiConfig, DashboardData, LatestValue, SeriesData, WidgetData};
+use plantd_model::bi::{
+    AlertRow, BiConfig, DashboardData, LatestValue, SeriesData, VariableValue, WidgetData,
+};
 use plantd_model::dashboard::{Layout, Widget, WidgetQuery, WidgetType};
 use plantd_model::telemetry::Aggregation;
+use plantd_model::validation::Validator;
+use std::collections::HashMap;
 
 use crate::app::App;
 use crate::dashboards::Dashboard;
@@ -32,15 +36,55 @@ fn time_literal(t: Timestamp) -> String {
     format!("TIMESTAMP {}", literal(&t.to_rfc3339()))
 }
 
-/// The asset a widget reads: its query's, a `$variable` read as the variable's default.
-fn asset_of(layout: &Layout, q: &WidgetQuery) -> Option<String> {
+/// The value of each variable of `layout`: the one `chosen` (`var-<name>` of a view's address)
+/// if the variable offers it (or offers no list and it is an asset name), else a 400 on
+/// `var-<name>`; the default when none is chosen. Names no variable has are refused too.
+pub(crate) fn variable_values(
+    layout: &Layout,
+    chosen: &HashMap<String, String>,
+) -> AppResult<Vec<VariableValue>> {
+    let mut v = Validator::new();
+    for name in chosen.keys() {
+        v.check(
+            layout.variables.iter().any(|x| &x.name == name),
+            &format!("var-{name}"),
+            "the dashboard has no such variable",
+        );
+    }
+    let mut out = Vec::new();
+    for var in &layout.variables {
+        let value = chosen.get(&var.name).unwrap_or(&var.default).clone();
+        let field = format!("var-{}", var.name);
+        if var.options.is_empty() {
+            if let Err(e) = plantd_model::telemetry::check_name(&value) {
+                v.add(field, e);
+            }
+        } else {
+            v.check(
+                var.options.contains(&value) || value == var.default,
+                &field,
+                format!("must be one of {}", var.options.join(", ")),
+            );
+        }
+        out.push(VariableValue {
+            name: var.name.clone(),
+            label: var.label.clone(),
+            value,
+            options: var.options.clone(),
+        });
+    }
+    v.finish()?;
+    Ok(out)
+}
+
+/// The asset a widget reads: its query's, a `$variable` read as the variable's value.
+fn asset_of(variables: &[VariableValue], q: &WidgetQuery) -> Option<String> {
     let asset = q.asset_id.as_deref()?;
     match asset.strip_prefix('$') {
-        Some(name) => layout
-            .variables
+        Some(name) => variables
             .iter()
             .find(|v| v.name == name)
-            .map(|v| v.default.clone()),
+            .map(|v| v.value.clone()),
         None => Some(asset.to_string()),
     }
 }
@@ -175,12 +219,14 @@ impl App {
         config: &BiConfig,
         rls: &[Rls],
         dashboard: &Dashboard,
+        chosen: &HashMap<String, String>,
     ) -> AppResult<DashboardData> {
+        let variables = variable_values(&dashboard.layout, chosen)?;
         let now = Timestamp::now();
         let mut widgets = Vec::with_capacity(dashboard.layout.widgets.len());
         for w in &dashboard.layout.widgets {
             widgets.push(
-                self.widget_data(org_id, config, rls, &dashboard.layout, w, now)
+                self.widget_data(org_id, config, rls, &variables, w, now)
                     .await?,
             );
         }
@@ -190,6 +236,7 @@ impl App {
             description: dashboard.description.clone(),
             columns: dashboard.layout.columns,
             generated_at: now,
+            variables,
             widgets,
         })
     }
@@ -199,7 +246,7 @@ impl App {
         org_id: &str,
         config: &BiConfig,
         rls: &[Rls],
-        layout: &Layout,
+        variables: &[VariableValue],
         w: &Widget,
         now: Timestamp,
     ) -> AppResult<WidgetData> {
@@ -210,7 +257,7 @@ impl App {
             .and_then(plantd_model::dashboard::parse_range)
             .unwrap_or(DEFAULT_RANGE_SECS);
         let start = Timestamp::from_millis(now.millis() - range * 1000);
-        let asset = w.query.as_ref().and_then(|q| asset_of(layout, q));
+        let asset = w.query.as_ref().and_then(|q| asset_of(variables, q));
         let mut out = WidgetData {
             id: w.id.clone(),
             kind: w.kind,

@@ -131,7 +131,20 @@ pub struct DashboardData {
     /// Grid columns of the layout.
     pub columns: u32,
     pub generated_at: Timestamp,
+    /// The dashboard's variables with the value read (`?var-<name>=`, else the default).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub variables: Vec<VariableValue>,
     pub widgets: Vec<WidgetData>,
+}
+
+/// A dashboard variable as a view read it.
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct VariableValue {
+    pub name: String,
+    pub label: Option<String>,
+    pub value: String,
+    /// The values offered (empty: any asset).
+    pub options: Vec<String>,
 }
 
 /// One widget with what it shows.

@@ -2,7 +2,7 @@
 //! tokens take `admin`; the embedded page and its data take nothing but a guest token, as
 //! `Authorization: Bearer` or `?token=`, which opens only its own dashboards.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use maud::{DOCTYPE, html};
@@ -63,6 +63,13 @@ async fn guest_token(
 struct TokenQuery {
     /// The guest token, when it cannot come as `Authorization: Bearer` (an iframe's address).
     token: Option<String>,
+}
+
+/// The dashboard variables a view's address chooses: `var-<name>=<value>`.
+fn chosen_variables(query: Option<&str>) -> std::collections::HashMap<String, String> {
+    form_urlencoded::parse(query.unwrap_or_default().as_bytes())
+        .filter_map(|(k, v)| Some((k.strip_prefix("var-")?.to_string(), v.into_owned())))
+        .collect()
 }
 
 const NO_TOKEN: &str = "a guest token is required: 'Authorization: Bearer <token>' or ?token=";
@@ -146,6 +153,7 @@ fn kiosk_page(view: &GuestView, token: &str) -> Response {
                 main id="embed" data-dashboard-id=(d.id) data-token=(token) data-origins=(view.config.embed_allowed_origins.join(" ")) {
                     div class="page-head" {
                         h1 { (d.name) }
+                        span id="embed-variables" {}
                         span class="quiet" id="embed-updated" {}
                     }
                     p class="error" id="embed-error" role="alert" hidden {}
@@ -193,11 +201,13 @@ async fn embed_page(
 }
 
 /// What the embedded dashboard's widgets show now: each widget's query run through the BI
-/// engine under the `member` role's rules and the token's clauses. Nothing else is open to
-/// a guest token.
+/// engine under the `member` role's rules and the token's clauses, with the variables the
+/// address chooses (`var-<name>=<value>`, one of the variable's options; 400 on `var-<name>`
+/// otherwise). Nothing else is open to a guest token.
 #[utoipa::path(get, path = "/bi-embed/embed/{dashboard_id}/data", tag = "bi",
     params(("dashboard_id" = String, Path), TokenQuery),
     responses((status = 200, body = Data<DashboardData>),
+        (status = 400, description = "A `var-<name>` names no variable of the dashboard, or a value it does not offer"),
         (status = 401, description = "No guest token, or an invalid or expired one"),
         (status = 403, description = "The token does not open this dashboard, or embedding is turned off"),
         (status = 429, description = "The organization already runs max_concurrent_queries queries")))]
@@ -206,11 +216,12 @@ async fn embed_data(
     Path(dashboard_id): Path<String>,
     headers: HeaderMap,
     Query(q): Query<TokenQuery>,
+    RawQuery(raw): RawQuery,
 ) -> ApiResult<Response> {
     let token =
         guest_token_of(&headers, &q).ok_or_else(|| ApiError::Authentication(NO_TOKEN.into()))?;
     Ok(ok(state
         .app
-        .guest_dashboard_data(&token, &dashboard_id)
+        .guest_dashboard_data(&token, &dashboard_id, &chosen_variables(raw.as_deref()))
         .await?))
 }

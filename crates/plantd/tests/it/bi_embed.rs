@@ -25,7 +25,11 @@ async fn ingest_recent(app: &TestApp, key: &str, assets: &[&str]) {
 }
 
 fn layout() -> Value {
-    json!({"columns": 12, "widgets": [
+    json!({"columns": 12,
+    "variables": [{"name": "pump", "label": "Pump", "type": "asset", "default": "pump-1", "options": ["pump-1", "pump-2"]}],
+    "widgets": [
+        {"id": "chosen", "type": "stat", "title": "Chosen pump", "x": 0, "y": 8, "w": 4, "h": 2,
+         "query": {"asset_id": "$pump", "tags": ["t"]}},
         {"id": "trend", "type": "line_chart", "title": "Pump 1", "x": 0, "y": 0, "w": 8, "h": 4,
          "query": {"asset_id": "pump-1", "tags": ["t"], "range": "1h"}},
         {"id": "now", "type": "stat", "title": "Pump 1 now", "x": 8, "y": 0, "w": 4, "h": 2,
@@ -186,6 +190,30 @@ async fn guest_tokens_open_only_their_dashboard_under_their_rules_until_they_exp
     assert_eq!(latest(&data, "other"), json!(29.0));
     assert!(points(&data, "day") >= 1, "{data}");
     assert_eq!(widget(&data, "note")["text"], "Line 3");
+    // Variables: the default, or the one the address chooses among those offered.
+    assert_eq!(widget(&data, "chosen")["asset_id"], "pump-1");
+    assert_eq!(
+        data["variables"],
+        json!([{"name": "pump", "label": "Pump", "value": "pump-1", "options": ["pump-1", "pump-2"]}])
+    );
+    let chosen = app
+        .get(&format!("/bi-embed/embed/{d1}/data?var-pump=pump-2"), &open)
+        .await
+        .expect(200)
+        .json["data"]
+        .clone();
+    assert_eq!(widget(&chosen, "chosen")["asset_id"], "pump-2");
+    assert_eq!(latest(&chosen, "chosen"), json!(29.0));
+    for (query, field) in [
+        ("var-pump=pump-9", "var-pump"),
+        ("var-other=x", "var-other"),
+    ] {
+        let r = app
+            .get(&format!("/bi-embed/embed/{d1}/data?{query}"), &open)
+            .await
+            .expect(400);
+        assert_eq!(r.json["error"]["details"][0]["field"], field, "{}", r.text);
+    }
     assert!(widget(&data, "alerts").get("error").is_none(), "{data}");
 
     // The token's clause (no table: every table a dashboard reads) hides pump 2 everywhere.
