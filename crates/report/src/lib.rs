@@ -589,6 +589,7 @@ mod tests {
             description: String::new(),
             columns: 12,
             generated_at: now,
+            variables: Vec::new(),
             widgets: vec![table, chart],
         }
     }
