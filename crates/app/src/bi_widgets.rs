@@ -2,7 +2,9 @@
 //! "Reports"): each widget's query becomes SQL over the BI tables, run under the reader's
 //! row-level-security conditions inside the engine, so an embedded dashboard and a report see
 //! exactly the rows SQL under the same conditions would. The SQL is built here from the
-//! widget's own fields (asset, tags, range, aggregation), never from a reader's text.
+//! widget's own fields (asset, tags, range, aggregation) and the value a view chose for a
+//! variable (one the variable offers), every name a SQL string literal: no SQL text of a
+//! reader's enters it.
 
 use plantd_bi::{BiError, Rls};
 use plantd_model::Timestamp;
@@ -211,8 +213,9 @@ fn widget_error(e: BiError) -> AppResult<String> {
 }
 
 impl App {
-    /// What each widget of `dashboard` shows now, read through the BI engine under `rls`
-    /// (within the organization's query timeout). The caller holds a query slot.
+    /// What each widget of `dashboard` shows now, with the variables `chosen` (else their
+    /// defaults), read through the BI engine under `rls` (within the organization's query
+    /// timeout). The caller holds a query slot.
     pub(crate) async fn dashboard_data(
         &self,
         org_id: &str,
