@@ -187,13 +187,7 @@ impl Mailer {
                 .in_reply_to(id("triggered"))
                 .references(id("triggered"));
         }
-        for r in to {
-            let mailbox = Mailbox::from_str(r).map_err(|e| SendError {
-                message: format!("recipient {r:?} is not an email address: {e}"),
-                permanent: true,
-            })?;
-            message = message.to(mailbox);
-        }
+        let message = addressed(message, to)?;
         let message = message.body(body.to_string()).map_err(|e| SendError {
             message: format!("cannot build the message: {e}"),
             permanent: true,
@@ -233,14 +227,12 @@ impl Mailer {
             message: e,
             permanent: true,
         };
-        let mut message = lettre::Message::builder()
-            .from(self.from.clone())
-            .subject(subject);
-        for r in to {
-            let mailbox = Mailbox::from_str(r)
-                .map_err(|e| bad(format!("recipient {r:?} is not an email address: {e}")))?;
-            message = message.to(mailbox);
-        }
+        let message = addressed(
+            lettre::Message::builder()
+                .from(self.from.clone())
+                .subject(subject),
+            to,
+        )?;
         let content_type = ContentType::parse(content_type)
             .map_err(|e| bad(format!("content type {content_type}: {e}")))?;
         // Base64 whatever the file holds, so that it arrives byte for byte (quoted-printable,
@@ -274,6 +266,21 @@ impl Mailer {
             }
         })
     }
+}
+
+/// `message` addressed to every recipient; a recipient that is no address fails it for good.
+fn addressed(
+    mut message: lettre::message::MessageBuilder,
+    to: &[String],
+) -> Result<lettre::message::MessageBuilder, SendError> {
+    for r in to {
+        let mailbox = Mailbox::from_str(r).map_err(|e| SendError {
+            message: format!("recipient {r:?} is not an email address: {e}"),
+            permanent: true,
+        })?;
+        message = message.to(mailbox);
+    }
+    Ok(message)
 }
 
 /// Whether `text` is an address an SMTP relay can be given (`name@example.com`, no display

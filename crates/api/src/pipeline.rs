@@ -213,6 +213,14 @@ fn query_token(req: &Request) -> Option<String> {
         .map(|(_, v)| v.into_owned())
 }
 
+/// The token of an `Authorization: Bearer <token>` header's text, if it holds one.
+pub(crate) fn bearer_token(text: &str) -> Option<&str> {
+    text.strip_prefix("Bearer ")
+        .or_else(|| text.strip_prefix("bearer "))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+}
+
 /// The credential of a request: the `Authorization: Bearer` token (an API key, a session token
 /// or an OAuth access token), else the query token where the route allows it, else the session
 /// cookie.
@@ -222,12 +230,7 @@ fn presented(headers: &HeaderMap, query_token: Option<String>) -> Presented {
             let Ok(text) = value.to_str() else {
                 return Presented::Unreadable("malformed Authorization header".into());
             };
-            match text
-                .strip_prefix("Bearer ")
-                .or_else(|| text.strip_prefix("bearer "))
-                .map(str::trim)
-                .filter(|t| !t.is_empty())
-            {
+            match bearer_token(text) {
                 Some(token) => Presented::Bearer(token.to_string()),
                 None => Presented::Unreadable(
                     "the Authorization header must be 'Bearer <API_KEY>' (or an access or session token)".into(),

@@ -148,8 +148,8 @@ pub(crate) fn dashboard_id_of(v: &serde_json::Value) -> Option<String> {
     }
 }
 
-/// Whether `text` is a web origin: `http` or `https`, a host of letters, digits, dots, dashes
-/// (or an IPv6 literal in brackets), an optional port, and nothing else (it goes into a CSP).
+/// Whether `text` is a web origin: `http` or `https`, a host name or address, an optional
+/// port, and nothing else (it goes into a CSP, whose host names have no `_`).
 fn is_origin(text: &str) -> bool {
     let Some(rest) = text
         .strip_prefix("https://")
@@ -157,31 +157,22 @@ fn is_origin(text: &str) -> bool {
     else {
         return false;
     };
-    let (host_ok, port) = match rest.strip_prefix('[') {
-        Some(v6) => match v6.split_once(']') {
-            Some((h, after)) if after.is_empty() || after.starts_with(':') => (
-                !h.is_empty()
-                    && h.chars()
-                        .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.'),
-                after.strip_prefix(':'),
+    !rest.contains(['/', '?', '#', '@', '_']) && plantd_model::data_source::parse_url(text).is_ok()
+}
+
+/// The table `name` names, else a refusal on `field` listing the tables.
+pub(crate) fn table_named(v: &mut Validator, field: &str, name: &str) -> Option<Table> {
+    let table = Table::parse(name);
+    if table.is_none() {
+        v.add(
+            field,
+            format!(
+                "unknown table '{name}': one of {}",
+                plantd_bi::TABLES.map(Table::name).join(", ")
             ),
-            _ => (false, None),
-        },
-        None => {
-            let (h, port) = match rest.split_once(':') {
-                Some((h, p)) => (h, Some(p)),
-                None => (rest, None),
-            };
-            (
-                !h.is_empty()
-                    && h.len() <= 253
-                    && h.chars()
-                        .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-'),
-                port,
-            )
-        }
-    };
-    host_ok && port.is_none_or(|p| p.parse::<u16>().is_ok_and(|n| n > 0))
+        );
+    }
+    table
 }
 
 fn check_database(v: &mut Validator, database: Option<&str>) {
@@ -219,21 +210,11 @@ fn check_saved(f: &SavedQueryFields) -> AppResult<()> {
 fn check_rule(f: &RlsRuleFields) -> AppResult<()> {
     let mut v = Validator::new();
     v.text("name", &f.name, 200);
-    match Table::parse(&f.table) {
-        None => v.add(
-            "table",
-            format!(
-                "unknown table '{}': one of {}",
-                f.table,
-                plantd_bi::TABLES.map(Table::name).join(", ")
-            ),
-        ),
-        Some(table) => {
-            if f.clause.trim().is_empty() {
-                v.add("clause", "must not be empty");
-            } else if let Err(e) = plantd_bi::check_clause(table, &f.clause) {
-                v.add("clause", e.to_string());
-            }
+    if let Some(table) = table_named(&mut v, "table", &f.table) {
+        if f.clause.trim().is_empty() {
+            v.add("clause", "must not be empty");
+        } else if let Err(e) = plantd_bi::check_clause(table, &f.clause) {
+            v.add("clause", e.to_string());
         }
     }
     v.check(!f.roles.is_empty(), "roles", "must name at least one role");

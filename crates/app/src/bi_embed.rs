@@ -14,7 +14,7 @@ use plantd_model::{Timestamp, new_id};
 use serde::{Deserialize, Serialize};
 
 use crate::app::App;
-use crate::bi::{conditions, dashboard_id_of};
+use crate::bi::{conditions, dashboard_id_of, table_named};
 use crate::caller::Caller;
 use crate::dashboards::Dashboard;
 use crate::error::{AppError, AppResult};
@@ -87,22 +87,27 @@ pub struct GuestView {
     pub claims: GuestClaims,
 }
 
+/// The tables a guest clause applies to: the one it names (none if unknown), else every table
+/// a dashboard reads.
+fn clause_tables(table: Option<&str>) -> Vec<Table> {
+    match table {
+        Some(name) => Table::parse(name).into_iter().collect(),
+        None => DASHBOARD_TABLES.to_vec(),
+    }
+}
+
 /// A guest token's clauses as the engine takes them.
 fn guest_conditions(rls: &[GuestRls]) -> Vec<Rls> {
-    let mut out = Vec::new();
-    for r in rls {
-        match r.table.as_deref() {
-            Some(name) => out.extend(Table::parse(name).map(|table| Rls {
-                table,
-                clause: r.clause.clone(),
-            })),
-            None => out.extend(DASHBOARD_TABLES.map(|table| Rls {
-                table,
-                clause: r.clause.clone(),
-            })),
-        }
-    }
-    out
+    rls.iter()
+        .flat_map(|r| {
+            clause_tables(r.table.as_deref())
+                .into_iter()
+                .map(|table| Rls {
+                    table,
+                    clause: r.clause.clone(),
+                })
+        })
+        .collect()
 }
 
 impl App {
@@ -182,23 +187,12 @@ impl App {
                 v.add(format!("{field}.clause"), "must not be empty");
                 continue;
             }
-            let tables = match r.table.as_deref() {
-                None => DASHBOARD_TABLES.to_vec(),
-                Some(name) => match Table::parse(name) {
-                    Some(t) => vec![t],
-                    None => {
-                        v.add(
-                            format!("{field}.table"),
-                            format!(
-                                "unknown table '{name}': one of {}",
-                                plantd_bi::TABLES.map(Table::name).join(", ")
-                            ),
-                        );
-                        continue;
-                    }
-                },
-            };
-            for t in tables {
+            if let Some(name) = r.table.as_deref()
+                && table_named(&mut v, &format!("{field}.table"), name).is_none()
+            {
+                continue;
+            }
+            for t in clause_tables(r.table.as_deref()) {
                 if let Err(e) = plantd_bi::check_clause(t, &r.clause) {
                     let hint = if r.table.is_none() {
                         " (a clause without a table must hold on telemetry, its rollups and alerts: name a table)"

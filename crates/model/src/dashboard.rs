@@ -69,6 +69,18 @@ pub enum WidgetType {
 }
 
 impl WidgetType {
+    /// The name a layout gives the type (`line_chart`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WidgetType::LineChart => "line_chart",
+            WidgetType::Stat => "stat",
+            WidgetType::Gauge => "gauge",
+            WidgetType::Table => "table",
+            WidgetType::AlertList => "alert_list",
+            WidgetType::Text => "text",
+        }
+    }
+
     /// Whether the widget reads telemetry (and so needs an asset and tags).
     pub fn reads_telemetry(self) -> bool {
         !matches!(self, WidgetType::AlertList | WidgetType::Text)

@@ -469,7 +469,7 @@ pub fn csv(data: &DashboardData) -> Result<Vec<u8>, String> {
     ])
     .map_err(fail)?;
     for w in &data.widgets {
-        let kind = serde_json_kind(w.kind);
+        let kind = w.kind.as_str();
         let asset = w.asset_id.clone().unwrap_or_default();
         let mut row =
             |tag: &str, at: Option<Timestamp>, value: Option<f64>, quality: &str, detail: &str| {
@@ -529,17 +529,6 @@ pub fn csv(data: &DashboardData) -> Result<Vec<u8>, String> {
     }
     out.into_inner()
         .map_err(|e| format!("cannot write the CSV: {e}"))
-}
-
-fn serde_json_kind(kind: WidgetType) -> &'static str {
-    match kind {
-        WidgetType::LineChart => "line_chart",
-        WidgetType::Stat => "stat",
-        WidgetType::Gauge => "gauge",
-        WidgetType::Table => "table",
-        WidgetType::AlertList => "alert_list",
-        WidgetType::Text => "text",
-    }
 }
 
 #[cfg(test)]

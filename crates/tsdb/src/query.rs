@@ -525,31 +525,23 @@ impl Queries<'_> {
             // A level as wide as the output buckets is read row by row (a row per series and
             // bucket already); otherwise the statement sums a bucket's rows, and without an
             // interval the whole range is one bucket: grouped by series only.
-            let (b, n, total, lo, hi, group) = match bucket {
-                Some(w) if w == width => (
-                    "r.bucket".to_string(),
-                    "r.count",
-                    "r.sum",
-                    "r.min",
-                    "r.max",
-                    String::new(),
-                ),
+            let (b, group) = match bucket {
+                Some(w) if w == width => ("r.bucket".to_string(), String::new()),
                 Some(w) => (
                     format!("(r.bucket / {w}) * {w}"),
-                    "CAST(SUM(r.count) AS BIGINT)",
-                    "SUM(r.sum)",
-                    "MIN(r.min)",
-                    "MAX(r.max)",
                     format!(" GROUP BY r.series_id, (r.bucket / {w}) * {w}"),
                 ),
-                None => (
-                    "0".to_string(),
+                None => ("0".to_string(), " GROUP BY r.series_id".to_string()),
+            };
+            let (n, total, lo, hi) = if group.is_empty() {
+                ("r.count", "r.sum", "r.min", "r.max")
+            } else {
+                (
                     "CAST(SUM(r.count) AS BIGINT)",
                     "SUM(r.sum)",
                     "MIN(r.min)",
                     "MAX(r.max)",
-                    " GROUP BY r.series_id".to_string(),
-                ),
+                )
             };
             let mut sql = format!(
                 "SELECT r.series_id AS sid, {b} AS b, {n} AS n, {total} AS total, {lo} AS lo, {hi} AS hi, NULL AS data \

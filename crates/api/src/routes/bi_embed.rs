@@ -76,16 +76,12 @@ const NO_TOKEN: &str = "a guest token is required: 'Authorization: Bearer <token
 
 /// The guest token of a request: the bearer token, else `?token=`.
 fn guest_token_of(headers: &HeaderMap, q: &TokenQuery) -> Option<String> {
-    let bearer = headers
+    headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(|t| t.trim().to_string())
-        .filter(|t| !t.is_empty());
-    bearer.or_else(|| q.token.clone().filter(|t| !t.is_empty()))
+        .and_then(crate::pipeline::bearer_token)
+        .map(str::to_string)
+        .or_else(|| q.token.clone().filter(|t| !t.is_empty()))
 }
 
 /// The headers of an embedded page: framed only by the organization's allowed origins (and
