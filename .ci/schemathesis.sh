@@ -37,5 +37,25 @@ run() {
     --no-color \
     "$@"
 }
-run --exclude-operation-id revoke_api_key --exclude-operation-id rotate_api_key
-run --include-operation-id revoke_api_key --include-operation-id rotate_api_key
+# The fuzzer itself can crash inside Python when its two workers parse code at once (CPython's
+# "SystemError: AST constructor recursion depth mismatch", seen once in hypothesis while it
+# described a strategy). That crash is no finding about the API: such a run is made again once,
+# with the same seed. Any other error or failure fails CI as before.
+checked() {
+  local out
+  out=$(mktemp)
+  if run "$@" 2>&1 | tee "$out"; then
+    rm -f "$out"
+    return 0
+  fi
+  if grep -q "SystemError: AST constructor recursion depth mismatch" "$out" && ! grep -q "❌" "$out"; then
+    rm -f "$out"
+    echo "schemathesis crashed inside Python (not a finding); running it again once"
+    run "$@"
+    return
+  fi
+  rm -f "$out"
+  return 1
+}
+checked --exclude-operation-id revoke_api_key --exclude-operation-id rotate_api_key
+checked --include-operation-id revoke_api_key --include-operation-id rotate_api_key
