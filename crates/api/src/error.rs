@@ -35,6 +35,12 @@ pub enum ApiError {
         challenge: Option<String>,
     },
     Internal(Box<dyn std::error::Error + Send + Sync>),
+    /// The organization's resident data is served by its primary region's instance (issue
+    /// 33): a 307 to the same path there, so clients follow it with the same method and body.
+    WrongRegion {
+        location: String,
+        message: String,
+    },
 }
 
 /// SPEC 7's second error shape.
@@ -117,6 +123,7 @@ impl ApiError {
             ApiError::RateLimited { .. } => "rate_limited",
             ApiError::OAuth { error, .. } => error,
             ApiError::Internal(_) => "internal_error",
+            ApiError::WrongRegion { .. } => "wrong_region",
         }
     }
 
@@ -131,6 +138,7 @@ impl ApiError {
             ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::OAuth { status, .. } => *status,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::WrongRegion { .. } => StatusCode::TEMPORARY_REDIRECT,
         }
     }
 }
@@ -215,7 +223,15 @@ impl IntoResponse for ApiError {
             response.extensions_mut().insert(ErrorCode(code));
             return response;
         }
+        let mut location = None;
         let (message, details, retry_after) = match self {
+            ApiError::WrongRegion {
+                location: to,
+                message,
+            } => {
+                location = Some(to);
+                (message, Vec::new(), None)
+            }
             ApiError::Validation(details) => {
                 let message = match details.as_slice() {
                     [one] => format!("{}: {}", one.field, one.message),
@@ -260,6 +276,9 @@ impl IntoResponse for ApiError {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        if let Some(v) = location.and_then(|l| HeaderValue::from_str(&l).ok()) {
+            response.headers_mut().insert(header::LOCATION, v);
         }
         if status == StatusCode::UNAUTHORIZED {
             response

@@ -34,6 +34,9 @@ pub struct Door {
     pub policy: Policy,
     pub query_token: bool,
     pub route: Arc<str>,
+    /// Served by every region (`Route::anywhere`); otherwise only by the caller's
+    /// organization's primary region.
+    pub anywhere: bool,
 }
 
 /// Whether a method changes state (and is therefore audited).
@@ -101,6 +104,24 @@ pub async fn pipeline(
     {
         // No stored id looks like this (and PostgreSQL refuses NUL in text): plainly not found.
         refusal = Some(ApiError::NotFound("resource not found".into()));
+    }
+    if refusal.is_none()
+        && !door.anywhere
+        && let Some(c) = &caller
+    {
+        refusal = match state.app.resident_elsewhere(&c.org_id).await {
+            Ok(None) => None,
+            Ok(Some(root)) => Some(ApiError::WrongRegion {
+                location: format!(
+                    "{root}{}",
+                    req.uri().path_and_query().map_or("", |p| p.as_str())
+                ),
+                message: format!(
+                    "this organization's data is served by its primary region at {root}"
+                ),
+            }),
+            Err(e) => Some(e.into()),
+        };
     }
     let trail = is_mutation(&method).then(|| AuditTrail::new(facts.clone(), door.policy.event));
     if let Some(t) = &trail {

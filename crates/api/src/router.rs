@@ -38,6 +38,7 @@ pub fn build(app: App) -> Router {
             policy: r.policy,
             query_token: r.query_token,
             route,
+            anywhere: r.anywhere,
         };
         let handler = handler.layer(from_fn_with_state((state.clone(), door), pipeline));
         router = router.route(&r.path, handler);

@@ -29,6 +29,10 @@ pub struct Route {
     pub query_token: bool,
     /// A larger body than the default limit (bytes).
     pub body_limit: Option<usize>,
+    /// Served by every region for any organization (replicated data: the organization's
+    /// settings and members, users, API keys, sign-in; regions). Other routes serve an
+    /// organization's resident data, answered only by its primary region (a 307 elsewhere).
+    pub anywhere: bool,
     pub(crate) handler: MethodRouter<AppState>,
     pub(crate) item: PathItem,
     pub(crate) schemas: Vec<(String, RefOr<Schema>)>,
@@ -62,6 +66,7 @@ impl Route {
             policy,
             query_token: false,
             body_limit: None,
+            anywhere: false,
             handler,
             item,
             schemas,
@@ -73,6 +78,19 @@ impl Route {
     /// The key may come as `?access_token=`.
     pub fn query_token(mut self) -> Self {
         self.query_token = true;
+        self
+    }
+
+    /// Served by every region (see [`Route::anywhere`]).
+    pub fn anywhere(mut self) -> Self {
+        self.anywhere = true;
+        self
+    }
+
+    /// At the path its handler declares, without the `/v1` prefix (SPEC 4.14's `/api/v1`).
+    pub fn at_root(mut self) -> Self {
+        self.path = self.path[PREFIX.len()..].to_string();
+        self.anywhere = true;
         self
     }
 

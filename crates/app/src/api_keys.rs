@@ -154,7 +154,7 @@ impl App {
             .revoke_api_key(org_id, id)
             .await
             .map_err(AppError::missing("API key"))?;
-        self.keys().forget(|_, (key, _)| key.id == id);
+        self.forget_keys(&[id.to_string()]);
         Ok(())
     }
 
@@ -182,7 +182,7 @@ impl App {
             .rotate_api_key(org_id, id, &secret.display_prefix, &secret.hash)
             .await
             .map_err(AppError::missing("API key"))?;
-        self.keys().forget(|_, (key, _)| key.id == id);
+        self.forget_keys(&[id.to_string()]);
         Ok(KeyWithSecret {
             key,
             secret: secret.secret,

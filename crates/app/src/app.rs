@@ -25,6 +25,7 @@ use crate::key_ring::KeyRing;
 use crate::password_work::PasswordWork;
 use crate::query_slots::QuerySlots;
 use crate::rate_limit::RateLimiter;
+use crate::regional::Regional;
 use crate::usage::RequestCounter;
 use crate::worker_board::WorkerBoard;
 
@@ -58,6 +59,8 @@ struct Inner {
     scorer_wake: tokio::sync::Notify,
     /// BI queries running on this node, per organization.
     query_slots: QuerySlots,
+    /// What this node keeps of regions: the replication's NATS context, caches.
+    regional: Regional,
     started_at: Timestamp,
 }
 
@@ -84,6 +87,7 @@ impl App {
                 ml_wake: tokio::sync::Notify::new(),
                 scorer_wake: tokio::sync::Notify::new(),
                 query_slots: QuerySlots::default(),
+                regional: Regional::default(),
                 started_at: Timestamp::now(),
             }),
         }
@@ -122,6 +126,10 @@ impl App {
 
     pub(crate) fn store(&self) -> &Store {
         &self.inner.store
+    }
+
+    pub(crate) fn regional(&self) -> &Regional {
+        &self.inner.regional
     }
 
     pub(crate) fn query_slots(&self) -> &QuerySlots {

@@ -1,5 +1,6 @@
 //! Settings of the application that come from plantd's configuration (`plantd serve`).
 
+use plantd_model::region::RegionId;
 use plantd_model::tier::LimitPolicy;
 use std::time::Duration;
 
@@ -47,6 +48,8 @@ pub struct AppConfig {
     pub guest_token_ttl: Duration,
     /// How often the report scheduler looks for due reports (default 20 s).
     pub report_poll_interval: Duration,
+    /// The region this instance serves, its peers and the deployment's NATS server.
+    pub regions: RegionSettings,
 }
 
 impl AppConfig {
@@ -85,6 +88,65 @@ impl Default for AppConfig {
             ota_dir: std::env::temp_dir().join("plantd-ota"),
             guest_token_ttl: Duration::from_secs(300),
             report_poll_interval: Duration::from_secs(20),
+            regions: RegionSettings::default(),
         }
+    }
+}
+
+/// The regional settings of an instance (`plantd serve --region --peer --nats-url
+/// --deployment`).
+#[derive(Clone, Debug)]
+pub struct RegionSettings {
+    /// The region this instance serves (default `us-east`).
+    pub region: RegionId,
+    /// The other regions' instances: region and root address (`http://host:port`).
+    pub peers: Vec<(RegionId, String)>,
+    /// The deployment's NATS server (JetStream): replication between regions.
+    pub nats_url: Option<String>,
+    /// The deployment's name: its streams and consumers carry it, so another deployment's on
+    /// the same NATS server are never read.
+    pub deployment: String,
+    /// The MQTT device channel's address as devices reach it (`mqtt://host:1883`), when on.
+    pub mqtt_url: Option<String>,
+}
+
+impl Default for RegionSettings {
+    fn default() -> Self {
+        Self {
+            region: RegionId::UsEast,
+            peers: Vec::new(),
+            nats_url: None,
+            deployment: "plantd".into(),
+            mqtt_url: None,
+        }
+    }
+}
+
+impl RegionSettings {
+    /// The regions this deployment serves: this instance's and its peers', in the SPEC's order.
+    pub fn served(&self) -> Vec<RegionId> {
+        RegionId::ALL
+            .into_iter()
+            .filter(|r| *r == self.region || self.peers.iter().any(|(p, _)| p == r))
+            .collect()
+    }
+
+    /// The one region whose instance creates the deployment's first organization and owner:
+    /// the first served region in the SPEC's order (us-east when it is served). The others
+    /// receive them through replication.
+    pub fn bootstrap_region(&self) -> RegionId {
+        self.served().first().copied().unwrap_or(self.region)
+    }
+
+    /// Whether this instance is part of a deployment of several regions.
+    pub fn is_deployment(&self) -> bool {
+        !self.peers.is_empty() || self.nats_url.is_some()
+    }
+
+    pub(crate) fn peer_root(&self, region: RegionId) -> Option<&str> {
+        self.peers
+            .iter()
+            .find(|(r, _)| *r == region)
+            .map(|(_, u)| u.as_str())
     }
 }

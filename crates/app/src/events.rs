@@ -1,6 +1,9 @@
 //! The in-process event bus (DESIGN 5): telemetry intake publishes committed points and alert
-//! changes here; the live stream and the delivery worker subscribe. Events are per node: several
-//! API nodes will carry them over NATS JetStream behind the same type.
+//! changes here; the live stream and the delivery worker subscribe. With NATS (`--nats-url`)
+//! the other nodes of the region hear this node's points and alerts (`node_events.rs`) and put
+//! them on this bus's **stream** side only: the live stream sees every node's events, while the
+//! workers that act on an event (deliveries, scoring, the device door) see only this node's, so
+//! nothing is acted on twice.
 
 use plantd_model::alert::Alert;
 use plantd_model::device::Device;
@@ -48,12 +51,15 @@ pub enum Event {
 #[derive(Clone)]
 pub struct EventBus {
     sender: broadcast::Sender<Event>,
+    /// This node's events and those of the region's other nodes, for the live stream.
+    stream: broadcast::Sender<Event>,
 }
 
 impl Default for EventBus {
     fn default() -> Self {
         Self {
             sender: broadcast::channel(BUS_CAPACITY).0,
+            stream: broadcast::channel(BUS_CAPACITY).0,
         }
     }
 }
@@ -61,7 +67,18 @@ impl Default for EventBus {
 impl EventBus {
     pub fn publish(&self, event: Event) {
         // No subscriber is not an error: nobody is listening right now.
+        let _ = self.stream.send(event.clone());
         let _ = self.sender.send(event);
+    }
+
+    /// An event another node of the region published: for the live stream only.
+    pub fn publish_from_peer(&self, event: Event) {
+        let _ = self.stream.send(event);
+    }
+
+    /// Every node's events, for the live stream.
+    pub fn subscribe_stream(&self) -> broadcast::Receiver<Event> {
+        self.stream.subscribe()
     }
 
     /// Tells live subscribers of an alert change.

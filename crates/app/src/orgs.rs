@@ -190,7 +190,7 @@ impl App {
             .remove_member(org_id, user_id)
             .await
             .map_err(AppError::missing("member"))?;
-        self.keys().forget(|_, (key, _)| revoked.contains(&key.id));
+        self.forget_keys(&revoked);
         if let Some(trail) = trail {
             for id in &revoked {
                 let record = trail.derived(AuditEvent::ApiKeyRevoke, id);

@@ -37,6 +37,8 @@ impl App {
             tokio::spawn(crate::ml_training::run(self.clone(), stopped.clone())),
             tokio::spawn(crate::ml_models::run_scorer(self.clone(), stopped.clone())),
             tokio::spawn(crate::bi_reports::run(self.clone(), stopped.clone())),
+            tokio::spawn(crate::replication::run(self.clone(), stopped.clone())),
+            tokio::spawn(crate::node_events::run(self.clone(), stopped.clone())),
             tokio::spawn(crate::deliveries::run(self.clone(), stopped)),
         ];
         Workers {

@@ -157,6 +157,11 @@ macro_rules! audit_events {
 
 audit_events! {
     HealthRead => "health.read", System, "health", Info;
+    RegionList => "region.list", System, "region", Info;
+    RegionRead => "region.read", System, "region", Info;
+    RegionHealthRead => "region.health", System, "region", Info;
+    RegionReplicationRead => "region.replication", System, "region", Info;
+    OrganizationRegionRead => "organization.region_read", Organization, "organization", Info;
     OpenapiRead => "openapi.read", System, "openapi", Info;
     DocsRead => "docs.read", System, "docs", Info;
     StatusRead => "status.read", System, "status", Info;

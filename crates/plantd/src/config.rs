@@ -89,6 +89,97 @@ pub struct MqttArgs {
     pub mqtt_broker: Option<String>,
 }
 
+/// The regional flags of `serve` (issue 33): the region served, the other regions' instances,
+/// the deployment's NATS server and its name.
+#[derive(Debug, Default, Clone, clap::Args)]
+pub struct RegionArgs {
+    /// The region this instance serves: us-east (default), us-west, eu-west, eu-central,
+    /// ap-southeast or ap-northeast.
+    #[arg(long, env = "PLANTD_REGION")]
+    pub region: Option<String>,
+    /// Another region's instance, as REGION=URL (its root, e.g. eu-west=https://eu.plant.example);
+    /// repeat for each region.
+    #[arg(long = "peer", value_name = "REGION=URL")]
+    pub peers: Vec<String>,
+    /// The deployment's NATS server with JetStream (nats://host:4222): replication between
+    /// regions.
+    #[arg(long, env = "PLANTD_NATS_URL")]
+    pub nats_url: Option<String>,
+    /// The deployment's name: its NATS streams and consumers carry it, so several deployments
+    /// share a NATS server without reading each other's [default: plantd].
+    #[arg(long, env = "PLANTD_DEPLOYMENT")]
+    pub deployment: Option<String>,
+}
+
+impl RegionArgs {
+    /// The regional settings, checked: a known region, peers of other known regions with an
+    /// http(s) root each (no region twice), a nats:// URL, a deployment name of letters,
+    /// digits, `-` and `_`.
+    pub fn resolve(self) -> anyhow::Result<plantd_app::regions::RegionSettings> {
+        use plantd_model::region::RegionId;
+        let defaults = plantd_app::regions::RegionSettings::default();
+        let region: RegionId = match self.region.as_deref().map(str::trim) {
+            None | Some("") => defaults.region,
+            Some(r) => r.parse().map_err(|e| anyhow::anyhow!("--region: {e}"))?,
+        };
+        let mut peers: Vec<(RegionId, String)> = Vec::new();
+        for p in self.peers {
+            let Some((id, url)) = p.split_once('=') else {
+                bail!("--peer '{p}' must be REGION=URL, e.g. eu-west=http://10.0.0.2:8000");
+            };
+            let id: RegionId = id
+                .trim()
+                .parse()
+                .map_err(|e| anyhow::anyhow!("--peer '{p}': {e}"))?;
+            if id == region {
+                bail!("--peer '{p}': {id} is this instance's own region");
+            }
+            if peers.iter().any(|(r, _)| *r == id) {
+                bail!("--peer '{p}': {id} is named twice");
+            }
+            let url = url.trim().trim_end_matches('/').to_string();
+            let parsed = plantd_model::data_source::parse_url(&url)
+                .map_err(|e| anyhow::anyhow!("--peer '{p}': {e}"))?;
+            if parsed.scheme != "http" && parsed.scheme != "https" {
+                bail!("--peer '{p}': the URL must be http:// or https://");
+            }
+            peers.push((id, url));
+        }
+        let nats_url = match self.nats_url.map(|u| u.trim().to_string()) {
+            Some(u) if u.is_empty() => None,
+            Some(u) => {
+                let parsed = plantd_model::data_source::parse_url(&u)
+                    .map_err(|e| anyhow::anyhow!("--nats-url {e}"))?;
+                if parsed.scheme != "nats" && parsed.scheme != "tls" {
+                    bail!("--nats-url '{u}' must be nats://host:port");
+                }
+                Some(u)
+            }
+            None => None,
+        };
+        let deployment = match self.deployment.map(|d| d.trim().to_string()) {
+            Some(d) if !d.is_empty() => {
+                if d.len() > 64
+                    || !d
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+                {
+                    bail!("--deployment '{d}' must be up to 64 letters, digits, '-' or '_'");
+                }
+                d
+            }
+            _ => defaults.deployment,
+        };
+        Ok(plantd_app::regions::RegionSettings {
+            region,
+            peers,
+            nats_url,
+            deployment,
+            mqtt_url: None,
+        })
+    }
+}
+
 /// The external broker of the device channel, if one is configured.
 pub fn external_broker(
     flag: Option<String>,
@@ -237,6 +328,25 @@ impl ServeConfig {
         storage: StorageConfig,
     ) -> anyhow::Result<Self> {
         Self::resolve_with(file, listen, MqttArgs::default(), None, storage)
+    }
+
+    /// With the regional flags (`plantd serve`).
+    pub fn with_regions(mut self, regions: RegionArgs) -> anyhow::Result<Self> {
+        let mut settings = regions.resolve()?;
+        if let Some(mqtt) = &self.mqtt
+            && mqtt.listen.port() != 0
+        {
+            let host = match &self.api.public_url {
+                Some(url) => plantd_model::data_source::parse_url(url)
+                    .map(|u| u.host)
+                    .unwrap_or_else(|_| mqtt.listen.ip().to_string()),
+                None if mqtt.listen.ip().is_unspecified() => "127.0.0.1".to_string(),
+                None => mqtt.listen.ip().to_string(),
+            };
+            settings.mqtt_url = Some(format!("mqtt://{host}:{}", mqtt.listen.port()));
+        }
+        self.api.regions = settings;
+        Ok(self)
     }
 
     /// With the MQTT flags; `mqtt_default` turns the channel on where nothing says otherwise

@@ -73,6 +73,9 @@ enum Command {
         listen: Option<String>,
         #[command(flatten)]
         mqtt: config::MqttArgs,
+        /// Several regions as one deployment (docs/api.md, "Regions").
+        #[command(flatten)]
+        regions: config::RegionArgs,
         #[command(flatten)]
         storage: StorageArgs,
     },
@@ -221,11 +224,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve {
             listen,
             mqtt,
+            regions,
             storage,
         } => {
             init_logging();
             let (file, storage_cfg, store) = open_store(&storage).await?;
-            let cfg = ServeConfig::resolve_with(file, listen, mqtt, None, storage_cfg)?;
+            let cfg = ServeConfig::resolve_with(file, listen, mqtt, None, storage_cfg)?
+                .with_regions(regions)?;
             server::serve(cfg, store, None).await
         }
         Command::Up {

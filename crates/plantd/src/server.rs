@@ -183,7 +183,14 @@ pub(crate) async fn serve(
     } else {
         "Default"
     };
-    let first = operator::first_start(&store, org_name).await?;
+    // In a deployment of several regions only the bootstrap region's instance creates the
+    // first organization and its owner; the others receive them through replication.
+    let regions = &cfg.api.regions;
+    let first = if regions.region == regions.bootstrap_region() {
+        operator::first_start(&store, org_name).await?
+    } else {
+        None
+    };
     // The one application of this process: the demo is seeded through it, then it is served.
     let app = plantd_app::App::new(store.clone(), cfg.api.clone().listening_on(addr));
     println!(
@@ -193,6 +200,30 @@ pub(crate) async fn serve(
     println!("web console: http://{addr}/");
     println!("API docs: http://{addr}/v1/docs");
     println!("data directory: {}", cfg.storage.data_dir.display());
+    if regions.is_deployment() {
+        let peers: Vec<String> = regions
+            .peers
+            .iter()
+            .map(|(r, u)| format!("{r}={u}"))
+            .collect();
+        println!(
+            "region: {} of deployment \"{}\" (peers: {}; NATS: {})",
+            regions.region,
+            regions.deployment,
+            if peers.is_empty() {
+                "none".into()
+            } else {
+                peers.join(", ")
+            },
+            regions.nats_url.as_deref().unwrap_or("none")
+        );
+        if regions.region != regions.bootstrap_region() && store.org_count().await? == 0 {
+            println!(
+                "  organizations and their owners arrive from {} (the deployment's first region) through NATS",
+                regions.bootstrap_region()
+            );
+        }
+    }
     println!(
         "database: {} ({})",
         redact(&cfg.storage.database_url),

@@ -75,17 +75,19 @@ impl Store {
     }
 
     pub async fn org(&self, id: &str) -> Result<Organization> {
-        let row = sqlx::query("SELECT * FROM organizations WHERE id = $1")
-            .bind(id)
-            .fetch_optional(self.pool())
-            .await?
-            .ok_or(StoreError::NotFound)?;
+        let row = sqlx::query(
+            "SELECT id, name, tier, created_at, updated_at FROM organizations WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_optional(self.pool())
+        .await?
+        .ok_or(StoreError::NotFound)?;
         org_from_row(&row)
     }
 
     /// The oldest organization: what operator commands act on without `--org`.
     pub async fn first_org(&self) -> Result<Option<Organization>> {
-        let row = sqlx::query("SELECT * FROM organizations ORDER BY created_at, id LIMIT 1")
+        let row = sqlx::query("SELECT id, name, tier, created_at, updated_at FROM organizations ORDER BY created_at, id LIMIT 1")
             .fetch_optional(self.pool())
             .await?;
         row.as_ref().map(org_from_row).transpose()

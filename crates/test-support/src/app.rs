@@ -122,6 +122,38 @@ pub async fn spawn_app() -> TestApp {
 }
 
 pub async fn spawn_app_with(config: AppConfig) -> TestApp {
+    spawn_app_on(bind_loopback().await, config).await
+}
+
+/// A listener on a free loopback port: bind several first when servers must know each
+/// other's addresses before they start (the regions of one deployment).
+pub async fn bind_loopback() -> tokio::net::TcpListener {
+    tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind port 0")
+}
+
+/// Serves an empty database (no organization, user or key: `org_id` and `admin_key` are
+/// empty) on `listener`: a region that receives its organizations through replication.
+pub async fn spawn_empty_on(listener: tokio::net::TcpListener, config: AppConfig) -> TestApp {
+    let (database_url, temp_dir) = fresh_database().await;
+    let store = Store::connect(&database_url)
+        .await
+        .expect("connect to the test database");
+    start_node(
+        listener,
+        store,
+        config,
+        String::new(),
+        String::new(),
+        database_url,
+        temp_dir,
+    )
+    .await
+}
+
+/// [`spawn_app_with`] on `listener`.
+pub async fn spawn_app_on(listener: tokio::net::TcpListener, config: AppConfig) -> TestApp {
     // PLANTD_TEST_LOG=debug shows the server's log in test output.
     if let Ok(filter) = std::env::var("PLANTD_TEST_LOG") {
         let _ = tracing_subscriber::fmt()
@@ -149,11 +181,21 @@ pub async fn spawn_app_with(config: AppConfig) -> TestApp {
         operator::create_key(&store, Some(&org.id), "test admin", &[Scope::Admin], None)
             .await
             .expect("create admin key");
-    start_node(store, config, org.id, admin_key, database_url, temp_dir).await
+    start_node(
+        listener,
+        store,
+        config,
+        org.id,
+        admin_key,
+        database_url,
+        temp_dir,
+    )
+    .await
 }
 
-/// Serves `store` on a free port.
+/// Serves `store` on `listener`.
 async fn start_node(
+    listener: tokio::net::TcpListener,
     store: Store,
     config: AppConfig,
     org_id: String,
@@ -161,9 +203,6 @@ async fn start_node(
     database_url: String,
     temp_dir: Option<PathBuf>,
 ) -> TestApp {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind port 0");
     let addr = listener.local_addr().expect("local addr");
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let app = plantd_app::App::new(store.clone(), config.listening_on(addr));
@@ -316,6 +355,7 @@ impl TestApp {
             .await
             .expect("connect to the shared database");
         start_node(
+            bind_loopback().await,
             store,
             config,
             self.org_id.clone(),

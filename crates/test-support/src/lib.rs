@@ -18,5 +18,6 @@ pub use wait::{temp_dir, unique_name, wait_for};
 mod app;
 
 pub use app::{
-    Reply, TestApp, client, peer, printed_every, run_interop, spawn_app, spawn_app_with,
+    Reply, TestApp, bind_loopback, client, peer, printed_every, run_interop, spawn_app,
+    spawn_app_on, spawn_app_with, spawn_empty_on,
 };

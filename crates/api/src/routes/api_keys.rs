@@ -18,19 +18,22 @@ use crate::state::AppState;
 
 pub(crate) fn routes() -> Vec<Route> {
     vec![
-        route!(list_api_keys, Policy::scope(Admin, AuditEvent::ApiKeyList)),
+        route!(list_api_keys, Policy::scope(Admin, AuditEvent::ApiKeyList)).anywhere(),
         route!(
             create_api_key,
             Policy::scope(Admin, AuditEvent::ApiKeyCreate)
-        ),
+        )
+        .anywhere(),
         route!(
             revoke_api_key,
             Policy::scope(Admin, AuditEvent::ApiKeyRevoke)
-        ),
+        )
+        .anywhere(),
         route!(
             rotate_api_key,
             Policy::scope(Admin, AuditEvent::ApiKeyRotate)
-        ),
+        )
+        .anywhere(),
         route!(api_key_usage, Policy::scope(Admin, AuditEvent::ApiKeyUsage)),
     ]
 }

@@ -19,6 +19,7 @@ mod oauth_apps;
 mod orgs;
 mod ota;
 mod products;
+mod regions;
 mod stream;
 mod system;
 mod telemetry;
@@ -27,10 +28,13 @@ mod webhooks;
 
 use crate::routing::Route;
 
-/// Every route of the API, by domain.
+/// Every route of the API, by domain. The domains of replicated data (users, sign-in) and the
+/// system routes are served by every region (`Route::anywhere`); `orgs` and `api_keys` mark
+/// theirs route by route.
 pub fn all() -> Vec<Route> {
+    let anywhere = |routes: Vec<Route>| routes.into_iter().map(Route::anywhere).collect();
     [
-        system::routes(),
+        anywhere(system::routes()),
         data_sources::routes(),
         dashboards::routes(),
         alerts::routes(),
@@ -41,8 +45,8 @@ pub fn all() -> Vec<Route> {
         stream::routes(),
         api_keys::routes(),
         orgs::routes(),
-        users::routes(),
-        auth::routes(),
+        anywhere(users::routes()),
+        anywhere(auth::routes()),
         oauth_apps::routes(),
         products::routes(),
         licenses::routes(),
@@ -53,6 +57,7 @@ pub fn all() -> Vec<Route> {
         audit::routes(),
         bi::routes(),
         bi_embed::routes(),
+        regions::routes(),
     ]
     .into_iter()
     .flatten()

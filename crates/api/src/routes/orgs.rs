@@ -18,20 +18,23 @@ use crate::state::AppState;
 
 pub(crate) fn routes() -> Vec<Route> {
     vec![
-        route!(get_org, Policy::any_key(AuditEvent::OrganizationRead)),
+        route!(get_org, Policy::any_key(AuditEvent::OrganizationRead)).anywhere(),
         route!(
             update_org,
             Policy::scope(Admin, AuditEvent::OrganizationUpdate)
-        ),
-        route!(list_members, Policy::scope(Admin, AuditEvent::MemberList)),
+        )
+        .anywhere(),
+        route!(list_members, Policy::scope(Admin, AuditEvent::MemberList)).anywhere(),
         route!(
             invite_member,
             Policy::scope(Admin, AuditEvent::MemberInvite).limit(50, 86_400)
-        ),
+        )
+        .anywhere(),
         route!(
             remove_member,
             Policy::scope(Admin, AuditEvent::MemberRemove)
-        ),
+        )
+        .anywhere(),
         route!(usage, Policy::scope(Admin, AuditEvent::OrganizationUsage)),
     ]
 }

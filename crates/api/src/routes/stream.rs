@@ -216,7 +216,7 @@ async fn run(
         close(&mut socket, close_code::POLICY, reason).await;
         return;
     };
-    let mut events = state.app.events().subscribe();
+    let mut events = state.app.events().subscribe_stream();
     let mut subscriptions: BTreeMap<String, Filter> = BTreeMap::new();
     let mut next_id = 1_u64;
     let mut inbound = Rate::new(limits.messages_in_per_second);

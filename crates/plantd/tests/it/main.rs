@@ -26,6 +26,7 @@ mod oauth;
 mod orgs_users_audit;
 mod ota;
 mod rate_limits;
+mod regions;
 mod security;
 mod sim;
 mod sim_control;

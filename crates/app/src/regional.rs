@@ -1,0 +1,101 @@
+//! What the application keeps of regions between requests (issue 33): the JetStream context of
+//! the replication worker once connected, the peers' MQTT addresses learnt from their health
+//! probes, the organizations' primary regions looked up by the request pipeline, the HTTP
+//! client of the probes, the newest version this node published, and the channel of the keys
+//! to announce to the region's other nodes.
+
+use async_nats::jetstream;
+use plantd_model::Timestamp;
+use plantd_model::region::RegionId;
+use std::collections::HashMap;
+use std::sync::{Mutex, RwLock};
+use std::time::Duration;
+
+use crate::key_cache::TrustCache;
+
+/// See the module's comment.
+pub(crate) struct Regional {
+    jetstream: RwLock<Option<jetstream::Context>>,
+    peer_mqtt: Mutex<HashMap<RegionId, Option<String>>>,
+    org_regions: TrustCache<RegionId>,
+    http: std::sync::OnceLock<reqwest::Client>,
+    /// The newest version this node published (versions increase strictly).
+    last_version: Mutex<i64>,
+    /// Where revoked keys go to be announced to the region's other nodes (with NATS).
+    node_out: Mutex<Option<tokio::sync::mpsc::UnboundedSender<Vec<String>>>>,
+}
+
+impl Default for Regional {
+    fn default() -> Self {
+        Self {
+            jetstream: RwLock::new(None),
+            peer_mqtt: Mutex::new(HashMap::new()),
+            org_regions: TrustCache::default(),
+            http: std::sync::OnceLock::new(),
+            last_version: Mutex::new(0),
+            node_out: Mutex::new(None),
+        }
+    }
+}
+
+impl Regional {
+    pub(crate) fn set_node_out(&self, out: tokio::sync::mpsc::UnboundedSender<Vec<String>>) {
+        *self.node_out.lock().unwrap_or_else(|p| p.into_inner()) = Some(out);
+    }
+
+    /// Tells the region's other nodes to forget these keys (nothing without NATS).
+    pub(crate) fn announce_forgotten_keys(&self, ids: &[String]) {
+        if let Some(out) = self
+            .node_out
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            let _ = out.send(ids.to_vec());
+        }
+    }
+
+    pub(crate) fn set_jetstream(&self, js: jetstream::Context) {
+        *self.jetstream.write().unwrap_or_else(|p| p.into_inner()) = Some(js);
+    }
+
+    /// The client of the peers' health probes (built at first use, with the TLS provider).
+    pub(crate) fn http(&self) -> &reqwest::Client {
+        self.http.get_or_init(|| {
+            plantd_alerts::tls::install_provider();
+            reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(3))
+                .redirect(reqwest::redirect::Policy::none())
+                .user_agent(concat!("plantd/", env!("CARGO_PKG_VERSION")))
+                .build()
+                .unwrap_or_default()
+        })
+    }
+
+    pub(crate) fn org_regions(&self) -> &TrustCache<RegionId> {
+        &self.org_regions
+    }
+
+    pub(crate) fn learn_peer_mqtt(&self, region: RegionId, mqtt: Option<String>) {
+        let mut map = self.peer_mqtt.lock().unwrap_or_else(|p| p.into_inner());
+        map.insert(region, mqtt);
+    }
+
+    pub(crate) fn peer_mqtt(&self, region: RegionId) -> Option<String> {
+        let map = self.peer_mqtt.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(&region).cloned().flatten()
+    }
+
+    pub(crate) fn context(&self) -> Option<jetstream::Context> {
+        self.jetstream
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub(crate) fn next_version(&self) -> i64 {
+        let mut last = self.last_version.lock().unwrap_or_else(|p| p.into_inner());
+        *last = (*last + 1).max(Timestamp::now().millis());
+        *last
+    }
+}

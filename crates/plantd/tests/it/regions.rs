@@ -1,0 +1,374 @@
+//! Regions (issue 33) with two instances on loopback, each with its own database, replicating
+//! through the machine's NATS JetStream (where `PLANTD_TEST_NATS_URL` names it): the region
+//! API, the organization and its owner created once and received by the other region, a user
+//! signing in and an API key authenticating in the other region, a revocation reaching the
+//! other region within seconds, resident data redirected to the primary region, the peers'
+//! health with one stopped, and the replication lag of a region that stopped applying.
+
+use plantd_app::AppConfig;
+use plantd_app::regions::RegionSettings;
+use plantd_model::region::RegionId;
+use plantd_test_support::{
+    TestApp, bind_loopback, spawn_app, spawn_app_on, spawn_empty_on, unique_name, wait_for,
+};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+fn regional(region: RegionId, peer: (RegionId, String), nats: &str, deployment: &str) -> AppConfig {
+    AppConfig {
+        regions: RegionSettings {
+            region,
+            peers: vec![peer],
+            nats_url: Some(nats.to_string()),
+            deployment: deployment.to_string(),
+            mqtt_url: None,
+        },
+        // A node trusts a looked-up key this long; replication forgets it at once.
+        key_cache_ttl: Duration::from_secs(60),
+        ..AppConfig::default()
+    }
+}
+
+async fn root_get(app: &TestApp, path: &str, key: Option<&str>) -> (u16, Value) {
+    let mut req = app.client.get(format!("http://{}{path}", app.addr));
+    if let Some(k) = key {
+        req = req.bearer_auth(k);
+    }
+    let r = req.send().await.unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+/// A single instance: the six regions, us-east served and current, the others unavailable;
+/// an unknown region is a 404; its own health; the organization's region view.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_instance_serves_us_east() {
+    let app = spawn_app().await;
+    let (status, body) = root_get(&app, "/api/v1/regions", None).await;
+    assert_eq!(status, 200, "{body}");
+    let regions = body["data"].as_array().unwrap();
+    let ids: Vec<&str> = regions.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(
+        ids,
+        [
+            "us-east",
+            "us-west",
+            "eu-west",
+            "eu-central",
+            "ap-southeast",
+            "ap-northeast"
+        ]
+    );
+    assert_eq!(regions[0]["status"], "active");
+    assert_eq!(regions[0]["current"], true);
+    assert_eq!(
+        regions[0]["certifications"],
+        json!(["SOC 2", "HIPAA", "FedRAMP"])
+    );
+    assert_eq!(
+        regions[0]["endpoints"]["api"],
+        format!("http://{}/v1", app.addr)
+    );
+    assert_eq!(regions[2]["status"], "unavailable");
+    assert_eq!(regions[2]["endpoints"]["api"], Value::Null);
+    let (status, body) = root_get(&app, "/api/v1/regions/eu-central", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(body["data"]["location"], "Germany");
+    let (status, body) = root_get(&app, "/api/v1/regions/mars-1", None).await;
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(body["error"]["code"], "not_found");
+    let key = app.admin_key.clone();
+    let (status, _) = root_get(&app, "/api/v1/regions/health", None).await;
+    assert_eq!(status, 401);
+    let (_, body) = root_get(&app, "/api/v1/regions/health", Some(&key)).await;
+    assert_eq!(body["data"]["regions"][0]["id"], "us-east");
+    assert_eq!(body["data"]["regions"][0]["status"], "healthy");
+    let (_, body) = root_get(&app, "/api/v1/organizations/current/region", Some(&key)).await;
+    assert_eq!(body["data"]["organization_id"], app.org_id.as_str());
+    assert_eq!(body["data"]["primary_region"], "us-east");
+    assert_eq!(body["data"]["data_residency_enabled"], false);
+    assert_eq!(body["data"]["available_regions"], json!(["us-east"]));
+    let (_, body) = root_get(&app, "/api/v1/regions/replication", Some(&key)).await;
+    assert_eq!(body["data"]["primary_region"], "us-east");
+    assert_eq!(body["data"]["replicas"], json!([]));
+    // Resident data is served here: no redirect on a single instance.
+    app.get("/data-sources", &key).await.expect(200);
+}
+
+/// Two regions, one NATS server: replication of organizations, users, memberships and keys
+/// both ways; redirects; health; lag.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_regions_replicate_and_redirect() {
+    let Some(nats) = plantd_test_support::peer(
+        "PLANTD_TEST_NATS_URL",
+        "(e.g. nats://127.0.0.1:4222, with JetStream) to run two regions",
+    ) else {
+        return;
+    };
+    let deployment = format!("t{}", unique_name().replace(['.', ' '], "_"));
+    let (la, lb) = (bind_loopback().await, bind_loopback().await);
+    let (ua, ub) = (
+        format!("http://{}", la.local_addr().unwrap()),
+        format!("http://{}", lb.local_addr().unwrap()),
+    );
+    // us-east has the organization, its owner and an admin key; eu-west starts empty.
+    let east = spawn_app_on(
+        la,
+        regional(
+            RegionId::UsEast,
+            (RegionId::EuWest, ub.clone()),
+            &nats,
+            &deployment,
+        ),
+    )
+    .await;
+    let west = spawn_empty_on(
+        lb,
+        regional(
+            RegionId::EuWest,
+            (RegionId::UsEast, ua.clone()),
+            &nats,
+            &deployment,
+        ),
+    )
+    .await;
+    let key = east.admin_key.clone();
+
+    // The key created in us-east authenticates in eu-west once replicated.
+    let started = Instant::now();
+    wait_for("the organization and key in eu-west", 30, || async {
+        (west.get("/organizations/current", &key).await.status == 200).then_some(())
+    })
+    .await;
+    eprintln!(
+        "first sync (organization, owner, key): {:?}",
+        started.elapsed()
+    );
+    let (_, body) = root_get(&west, "/api/v1/organizations/current/region", Some(&key)).await;
+    assert_eq!(body["data"]["primary_region"], "us-east", "{body}");
+    assert_eq!(
+        body["data"]["available_regions"],
+        json!(["us-east", "eu-west"])
+    );
+    assert_eq!(body["data"]["endpoints"]["api"], format!("{ua}/v1"));
+
+    // The owner signs in at eu-west with the password set in us-east.
+    let login = json!({"email": "owner@example.com", "password": "station-7-valve"});
+    let r = west
+        .call(reqwest::Method::POST, "/auth/login", None, Some(login))
+        .await;
+    assert_eq!(r.status.as_u16(), 200, "{}", r.text);
+
+    // Resident data asked of eu-west is a 307 to us-east, the same path and query.
+    let no_redirects = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let r = no_redirects
+        .get(format!("{}/data-sources?per_page=5", west.base))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 307);
+    assert_eq!(
+        r.headers()["location"].to_str().unwrap(),
+        format!("{ua}/v1/data-sources?per_page=5")
+    );
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "wrong_region");
+    east.get("/data-sources?per_page=5", &key).await.expect(200);
+
+    // A key created in eu-west (API key metadata is replicated, served anywhere) works in
+    // us-east; a key created in us-east and revoked in eu-west stops working in us-east.
+    let made = west
+        .post(
+            "/api-keys",
+            &key,
+            json!({"name": "west-made", "scopes": ["read:telemetry"]}),
+        )
+        .await
+        .expect(201);
+    let west_key = made.json["data"]["key"].as_str().unwrap().to_string();
+    wait_for("the eu-west key in us-east", 30, || async {
+        (east
+            .get("/telemetry/latest?asset_id=M1", &west_key)
+            .await
+            .status
+            == 200)
+            .then_some(())
+    })
+    .await;
+    let made = east
+        .post(
+            "/api-keys",
+            &key,
+            json!({"name": "doomed", "scopes": ["read:telemetry"]}),
+        )
+        .await
+        .expect(201);
+    let doomed = made.json["data"]["key"].as_str().unwrap().to_string();
+    let doomed_id = made.json["data"]["id"].as_str().unwrap().to_string();
+    east.get("/telemetry/latest?asset_id=M1", &doomed)
+        .await
+        .expect(200);
+    let started = Instant::now();
+    wait_for("the us-east key in eu-west", 30, || async {
+        (west.get("/organizations/current", &doomed).await.status == 200).then_some(())
+    })
+    .await;
+    eprintln!(
+        "key created in us-east usable in eu-west after {:?}",
+        started.elapsed()
+    );
+    west.delete(&format!("/api-keys/{doomed_id}"), &key)
+        .await
+        .expect(204);
+    let started = Instant::now();
+    wait_for("the revocation in us-east", 30, || async {
+        (east
+            .get("/telemetry/latest?asset_id=M1", &doomed)
+            .await
+            .status
+            == 401)
+            .then_some(())
+    })
+    .await;
+    eprintln!(
+        "revocation in eu-west effective in us-east after {:?}",
+        started.elapsed()
+    );
+
+    // The organization's name changed in us-east reaches eu-west.
+    east.put(
+        "/organizations/current",
+        &key,
+        json!({"name": "Renamed plant"}),
+    )
+    .await
+    .expect(200);
+    wait_for("the new name in eu-west", 30, || async {
+        (west.get("/organizations/current", &key).await.json["data"]["name"] == "Renamed plant")
+            .then_some(())
+    })
+    .await;
+
+    // Health seen from us-east: eu-west answers, its latency measured.
+    let (_, body) = root_get(&east, "/api/v1/regions/health", Some(&key)).await;
+    let health = body["data"]["regions"].as_array().unwrap().clone();
+    assert_eq!(health.len(), 2, "{body}");
+    assert_eq!(health[1]["id"], "eu-west");
+    assert_eq!(health[1]["status"], "healthy", "{body}");
+    assert!(health[1]["latency_ms"].as_u64().is_some());
+
+    // Replication: synced once eu-west applied everything.
+    wait_for("eu-west synced", 30, || async {
+        let (_, body) = root_get(&east, "/api/v1/regions/replication", Some(&key)).await;
+        (body["data"]["replicas"][0]["status"] == "synced").then_some(())
+    })
+    .await;
+    let (_, body) = root_get(&east, "/api/v1/regions/replication", Some(&key)).await;
+    assert_eq!(body["data"]["primary_region"], "us-east");
+    assert_eq!(body["data"]["replicas"][0]["region"], "eu-west");
+    assert_eq!(body["data"]["replicas"][0]["lag_seconds"], 0);
+
+    // eu-west stops: its health is unreachable, and a change made meanwhile is pending for it.
+    west.stop().await;
+    east.post(
+        "/api-keys",
+        &key,
+        json!({"name": "while-away", "scopes": ["read:telemetry"]}),
+    )
+    .await
+    .expect(201);
+    let (_, body) = root_get(&east, "/api/v1/regions/health", Some(&key)).await;
+    assert_eq!(
+        body["data"]["regions"][1]["status"], "unreachable",
+        "{body}"
+    );
+    assert_eq!(body["data"]["regions"][1]["latency_ms"], Value::Null);
+    let body = wait_for("a change pending for eu-west", 30, || async {
+        let (_, body) = root_get(&east, "/api/v1/regions/replication", Some(&key)).await;
+        (body["data"]["replicas"][0]["pending"].as_u64() > Some(0)).then_some(body)
+    })
+    .await;
+    assert_ne!(body["data"]["replicas"][0]["status"], "synced", "{body}");
+}
+
+/// Two nodes of one region (one database, one NATS): a WebSocket client on node A receives a
+/// point ingested on node B, and a key revoked on B stops working on A at once, though A would
+/// trust it for a minute.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_of_a_region_share_live_points_and_revocations() {
+    use plantd_test_support::stream::{next, next_of_type, send};
+    let Some(nats) = plantd_test_support::peer(
+        "PLANTD_TEST_NATS_URL",
+        "(e.g. nats://127.0.0.1:4222) to run two nodes of a region",
+    ) else {
+        return;
+    };
+    let config = || AppConfig {
+        regions: RegionSettings {
+            nats_url: Some(nats.clone()),
+            deployment: format!("n{}", unique_name().replace(['.', ' '], "_")),
+            ..RegionSettings::default()
+        },
+        key_cache_ttl: Duration::from_secs(60),
+        ..AppConfig::default()
+    };
+    let a = plantd_test_support::spawn_app_with(config()).await;
+    let mut cfg_b = config();
+    cfg_b.regions.deployment = a.app.region_settings().deployment.clone();
+    let b = a.another_node_with(cfg_b).await;
+    let key = a.admin_key.clone();
+
+    let mut ws = a.open_stream(&key).await;
+    send(
+        &mut ws,
+        json!({"type": "subscribe", "asset_id": "Pump_01", "tag_name": "Flow"}),
+    )
+    .await;
+    assert_eq!(next(&mut ws).await["type"], "subscribed");
+    // Node B's connection to NATS may still be on its way: ingest on B until a point
+    // arrives on A (each try a second).
+    let mut arrived = None;
+    for _ in 0..30 {
+        let point = json!({"data": [{"asset_id": "Pump_01", "tag_name": "Flow", "value": 42.5,
+            "timestamp": plantd_model::Timestamp::now().to_rfc3339()}]});
+        b.post("/telemetry", &key, point).await.expect(200);
+        if let Ok(m) =
+            tokio::time::timeout(Duration::from_secs(1), next_of_type(&mut ws, "telemetry")).await
+        {
+            arrived = Some(m);
+            break;
+        }
+    }
+    let m = arrived.expect("a point ingested on B arrives live on A");
+    assert_eq!(m["data"][0]["value"], 42.5, "{m}");
+    assert_eq!(m["data"][0]["asset_id"], "Pump_01");
+
+    // A key used on A (now trusted by A for a minute) and revoked on B.
+    let made = a
+        .post(
+            "/api-keys",
+            &key,
+            json!({"name": "short-lived", "scopes": ["read:telemetry"]}),
+        )
+        .await
+        .expect(201);
+    let secret = made.json["data"]["key"].as_str().unwrap().to_string();
+    let id = made.json["data"]["id"].as_str().unwrap().to_string();
+    a.get("/telemetry/latest?asset_id=M1", &secret)
+        .await
+        .expect(200);
+    b.delete(&format!("/api-keys/{id}"), &key).await.expect(204);
+    let started = Instant::now();
+    wait_for("the revocation on A", 10, || async {
+        (a.get("/telemetry/latest?asset_id=M1", &secret).await.status == 401).then_some(())
+    })
+    .await;
+    eprintln!(
+        "revocation on B effective on A after {:?}",
+        started.elapsed()
+    );
+}
