@@ -8,7 +8,7 @@ use plantd_app::{AppError, Caller};
 use plantd_model::Timestamp;
 use plantd_model::org::Role;
 
-use super::page::{ConsolePage, Here};
+use super::page::{ConsolePage, Here, REGIONS_PAGE};
 use crate::csrf;
 use crate::state::AppState;
 
@@ -57,6 +57,8 @@ fn to_login(parts: &Parts) -> Response {
 /// (a 403 page with the page's reason, rendered by the layout), or a failure.
 pub(crate) enum NotShown {
     Login(Response),
+    /// The organization's data is served by its primary region: the same page there.
+    Elsewhere(Response),
     Forbidden(Browser, &'static str),
     Failed(Response),
 }
@@ -85,6 +87,24 @@ impl FromRequestParts<AppState> for Browser {
                 ));
             }
         };
+        // Resident data lives in the organization's primary region: its pages are shown there
+        // (the Regions page, which says where, is shown everywhere).
+        if page.path != REGIONS_PAGE {
+            match app.resident_elsewhere(&caller.org_id).await {
+                Ok(Some(root)) => {
+                    let here = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+                    return Err(NotShown::Elsewhere(
+                        Redirect::to(&format!("{root}{here}")).into_response(),
+                    ));
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    return Err(NotShown::Failed(
+                        crate::error::ApiError::from(e).into_response(),
+                    ));
+                }
+            }
+        }
         let found = async {
             let (user, role) = app.me(&caller).await?;
             let org = app.organization(&caller.org_id).await?;

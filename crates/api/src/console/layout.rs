@@ -118,7 +118,7 @@ pub(crate) fn error_shell(browser: &Browser, status: StatusCode, message: &str) 
 impl IntoResponse for NotShown {
     fn into_response(self) -> Response {
         match self {
-            NotShown::Login(r) | NotShown::Failed(r) => r,
+            NotShown::Login(r) | NotShown::Elsewhere(r) | NotShown::Failed(r) => r,
             NotShown::Forbidden(browser, why) => error_shell(&browser, StatusCode::FORBIDDEN, why),
         }
     }

@@ -21,6 +21,7 @@ mod ml_models;
 mod ota;
 mod overview;
 mod page;
+mod regions;
 mod session;
 
 use axum::http::{StatusCode, header};
@@ -30,14 +31,14 @@ use axum::{Extension, Router};
 use plantd_model::Scope;
 use plantd_model::audit::AuditEvent;
 
-use self::page::{ConsolePage, Here};
+use self::page::{ConsolePage, Here, REGIONS_PAGE};
 use crate::pipeline::audit_as;
 use crate::state::AppState;
 
 const ADMINS_ONLY: &str = "this page is for owners and admins";
 
 /// Every page of the console, in navigation order.
-pub(crate) static PAGES: [ConsolePage; 29] = [
+pub(crate) static PAGES: [ConsolePage; 30] = [
     ConsolePage {
         path: "/",
         title: "Overview",
@@ -270,6 +271,14 @@ pub(crate) static PAGES: [ConsolePage; 29] = [
         nav: true,
         needs: Some((Scope::Admin, ADMINS_ONLY)),
         route: || get(licenses::page),
+    },
+    ConsolePage {
+        path: REGIONS_PAGE,
+        title: "Regions",
+        section: REGIONS_PAGE,
+        nav: true,
+        needs: None,
+        route: || get(regions::page),
     },
     // Not a page of its own: the login form (no navigation, no session).
     ConsolePage {

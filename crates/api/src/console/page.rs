@@ -29,3 +29,7 @@ pub(crate) struct Here {
     pub(crate) page: &'static ConsolePage,
     pub(crate) pages: &'static [ConsolePage],
 }
+
+/// The Regions page: shown by every region (the other pages of an organization whose primary
+/// region is elsewhere redirect there).
+pub(crate) const REGIONS_PAGE: &str = "/regions";

@@ -159,11 +159,40 @@ async fn two_regions_replicate_and_redirect() {
         .await;
     assert_eq!(r.status.as_u16(), 200, "{}", r.text);
 
-    // Resident data asked of eu-west is a 307 to us-east, the same path and query.
+    // The console at eu-west: the Regions page says where the data lives; a page of resident
+    // data sends the browser to the same page in us-east.
+    let cookie =
+        crate::console::console_cookie(&west, "owner@example.com", "station-7-valve").await;
     let no_redirects = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();
+    let page = no_redirects
+        .get(format!("http://{}/regions", west.addr))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status().as_u16(), 200);
+    let html = page.text().await.unwrap();
+    assert!(
+        html.contains("<strong id=\"primary-region\">us-east</strong>"),
+        "{html}"
+    );
+    assert!(html.contains("open its console there"), "{html}");
+    let page = no_redirects
+        .get(format!("http://{}/dashboards", west.addr))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status().as_u16(), 303);
+    assert_eq!(
+        page.headers()["location"].to_str().unwrap(),
+        format!("{ua}/dashboards")
+    );
+
+    // Resident data asked of eu-west is a 307 to us-east, the same path and query.
     let r = no_redirects
         .get(format!("{}/data-sources?per_page=5", west.base))
         .bearer_auth(&key)
