@@ -215,11 +215,6 @@ pub(crate) async fn run(app: App, mut stop: watch::Receiver<bool>) {
     };
     loop {
         let round = async {
-            let region = settings.region.as_str();
-            app.store()
-                .claim_unplaced_orgs(region)
-                .await
-                .map_err(|e| plantd_model::error_chain(&e))?;
             publish_outbox(&app, &js, &settings).await?;
             apply_incoming(&app, &consumer, settings.region).await
         };
@@ -300,6 +295,12 @@ async fn publish_outbox(
         let Some(last) = entries.last().map(|e| e.seq) else {
             return Ok(());
         };
+        // An organization created without a region (by `plantd orgs create`, or before
+        // regions) takes this one before it is published: its creation is in the outbox.
+        app.store()
+            .claim_unplaced_orgs(settings.region.as_str())
+            .await
+            .map_err(err)?;
         let subject = subject_of(&settings.deployment, settings.region);
         let mut acks = Vec::with_capacity(entries.len());
         let mut published = Vec::with_capacity(entries.len());
