@@ -581,8 +581,8 @@ def bi_admin(d):
     """BI administration: a report scheduled from its page and run by hand (recorded in its run
     history: `plantd up` has no SMTP relay, so the run fails and says why); embedding turned on,
     a guest token issued for a dashboard with a condition of its own, and the snippet's address
-    opened: the kiosk page draws the dashboard's widgets from the token's data. Answers the
-    browser's errors."""
+    opened: the kiosk page draws the dashboard's widgets from the token's data; the Regions page.
+    Answers the browser's errors."""
     d.get(BASE + "/bi/reports")
     d.find_element(By.ID, "report-name").send_keys("Shift report")
     d.find_element(By.ID, "report-recipients").send_keys("ops@plant.example, lead@plant.example")
@@ -628,6 +628,18 @@ def bi_admin(d):
     assert d.execute_script("return document.getElementById('embed').dataset.token") == fresh["json"]["data"]["token"]
     shot(d, "embedded-dashboard")
     ok("embed_page")
+
+    # Regions: where the organization's data lives and the six regions (one instance: us-east).
+    d.get(BASE + "/regions")
+    assert d.find_element(By.ID, "primary-region").text == "us-east"
+    rows = d.find_elements(By.CSS_SELECTOR, "#regions tbody tr")
+    assert [r.get_attribute("data-region") for r in rows] == [
+        "us-east", "us-west", "eu-west", "eu-central", "ap-southeast", "ap-northeast"], rows
+    assert "this server" in rows[0].text and "healthy" in rows[0].text, rows[0].text
+    assert "SOC 2, HIPAA, FedRAMP" in rows[0].text, rows[0].text
+    assert d.find_element(By.ID, "no-replicas").is_displayed()
+    shot(d, "regions")
+    ok("regions_page")
     return [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
 
 

@@ -1,8 +1,9 @@
 //! Events between the nodes of one region (issue 33) over core NATS, subject
 //! `plantd.<deployment>.nodes.<region>`: each node publishes the points it committed and the
-//! alert changes it made, and the API keys it revoked; the other nodes put those points and
-//! alerts on their live stream (`EventBus::publish_from_peer`, so a WebSocket client on any
-//! node sees a point ingested on another) and forget those keys at once. Nothing here is
+//! alert changes it made, the API keys it revoked, and every quarter second what it counted
+//! against rate limits; the other nodes put those points and alerts on their live stream
+//! (`EventBus::publish_from_peer`, so a WebSocket client on any node sees a point ingested on
+//! another), forget those keys at once and add those counts to their own. Nothing here is
 //! durable: the database is the record, and a node that missed an invalidation trusts a key
 //! for at most `key_cache_ttl`.
 
@@ -19,6 +20,9 @@ use tokio::sync::{broadcast, mpsc, watch};
 use crate::app::App;
 use crate::events::Event;
 use crate::replication::safe_name;
+
+/// How often a node tells the others what it counted against rate limits.
+const SHARE_COUNTS_EVERY: Duration = Duration::from_millis(250);
 
 /// A point as it travels between nodes: asset, tag, value, time (ms), quality, data source.
 #[derive(Serialize, Deserialize)]
@@ -38,6 +42,10 @@ enum Message {
     },
     ForgetKeys {
         key_ids: Vec<String>,
+    },
+    /// Requests and points this node counted against rate limits since it last said.
+    Counted {
+        counts: Vec<crate::rate_limit::CountedUnits>,
     },
 }
 
@@ -121,6 +129,7 @@ fn handle(app: &App, message: Message) {
         Message::ForgetKeys { key_ids } => {
             app.keys().forget(|_, (key, _)| key_ids.contains(&key.id));
         }
+        Message::Counted { counts } => app.limiter().add_counted(&counts),
     }
 }
 
@@ -165,6 +174,10 @@ pub(crate) async fn run(app: App, mut stop: watch::Receiver<bool>) {
             }
         }
     };
+    // Rate-limit counts go to the region's other nodes every quarter second.
+    app.limiter().share();
+    let mut share_counts = tokio::time::interval(SHARE_COUNTS_EVERY);
+    share_counts.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut local = app.events().subscribe();
     let publish = |message: Message| {
         let envelope = Envelope {
@@ -185,6 +198,10 @@ pub(crate) async fn run(app: App, mut stop: watch::Receiver<bool>) {
                 Err(broadcast::error::RecvError::Closed) => return,
             },
             Some(key_ids) = forgotten.recv() => Some(Message::ForgetKeys { key_ids }),
+            _ = share_counts.tick() => {
+                let counts = app.limiter().take_unshared();
+                (!counts.is_empty()).then_some(Message::Counted { counts })
+            }
             m = incoming.next() => {
                 let Some(m) = m else { return };
                 match serde_json::from_slice::<Envelope>(&m.payload) {

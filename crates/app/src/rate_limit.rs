@@ -7,8 +7,10 @@
 //! A limit the tier leaves open ("custom", unlimited by default) is a window of
 //! [`UNLIMITED`]: counted like the others, so headers and usage are always integers.
 //!
-//! Counts live in this process: several API nodes behind one database each count their own
-//! traffic (documented in docs/api.md).
+//! Counts live in this process. The nodes of a region with NATS share them (`node_events.rs`):
+//! each node sends what it counted every quarter second and adds what the others counted, so a
+//! limit holds across the region's nodes within what the others admitted in the last quarter
+//! second (docs/api.md, "Rate limits").
 
 use plantd_model::tier::{RequestLimits, TelemetryLimits, UNLIMITED};
 use std::collections::HashMap;
@@ -81,7 +83,16 @@ type Counter = (i64, i64, u64);
 pub struct RateLimiter {
     /// bucket name -> its windows' counters
     counters: Mutex<HashMap<String, Vec<Counter>>>,
+    /// While shared with other nodes: what this node counted since it last told them, by
+    /// (bucket, window length, window start).
+    unshared: Mutex<Option<HashMap<WindowKey, u64>>>,
 }
+
+/// A window of a bucket: (bucket, window length, window start).
+type WindowKey = (String, i64, i64);
+
+/// Units counted in one window of one bucket: (bucket, window length, window start, count).
+pub type CountedUnits = (String, i64, i64, u64);
 
 /// The count in the current window of a bucket (0 when none).
 fn used(
@@ -209,8 +220,58 @@ impl RateLimiter {
         let decision = decide(&counters, buckets, n, now_secs);
         if matches!(decision, Decision::Allowed(_)) {
             count(&mut counters, buckets, n, now_secs);
+            drop(counters);
+            let mut unshared = self.unshared.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(unshared) = unshared.as_mut() {
+                for b in buckets {
+                    for w in &b.windows {
+                        let key = (
+                            b.name.clone(),
+                            w.window_secs,
+                            start_of(now_secs, w.window_secs),
+                        );
+                        *unshared.entry(key).or_default() += n;
+                    }
+                }
+            }
         }
         decision
+    }
+
+    /// Starts keeping what this node counts for the other nodes of its region.
+    pub fn share(&self) {
+        let mut unshared = self.unshared.lock().unwrap_or_else(|p| p.into_inner());
+        unshared.get_or_insert_with(HashMap::new);
+    }
+
+    /// What this node counted since the last call (empty unless shared).
+    pub fn take_unshared(&self) -> Vec<CountedUnits> {
+        let mut unshared = self.unshared.lock().unwrap_or_else(|p| p.into_inner());
+        match unshared.as_mut() {
+            Some(map) => map
+                .drain()
+                .map(|((bucket, len, start), n)| (bucket, len, start, n))
+                .collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// Adds what another node counted; a window that already ended here is ignored, a newer one
+    /// starts the count.
+    pub fn add_counted(&self, counted: &[CountedUnits]) {
+        let mut counters = self.counters.lock().unwrap_or_else(|p| p.into_inner());
+        for (bucket, len, start, n) in counted {
+            let entry = match counters.get_mut(bucket) {
+                Some(e) => e,
+                None => counters.entry(bucket.clone()).or_default(),
+            };
+            match entry.iter_mut().find(|(l, _, _)| l == len) {
+                Some(c) if c.1 == *start => c.2 += n,
+                Some(c) if c.1 < *start => *c = (*len, *start, *n),
+                Some(_) => {}
+                None => entry.push((*len, *start, *n)),
+            }
+        }
     }
 
     /// What counting one unit would answer, without counting it (a refusal decided before
@@ -318,5 +379,37 @@ mod tests {
         assert_eq!(rl.current("e", 86_400, 30), 1);
         rl.prune(100_000);
         assert_eq!(rl.current("a", 60, 0), 0);
+    }
+
+    #[test]
+    fn counts_shared_between_nodes_add_up() {
+        let a = RateLimiter::new();
+        let b = RateLimiter::new();
+        a.share();
+        let bucket = || {
+            vec![Bucket {
+                name: "key:k".into(),
+                label: "API key",
+                windows: vec![Window {
+                    limit: 10,
+                    window_secs: 60,
+                }],
+            }]
+        };
+        let now = 6_000;
+        for _ in 0..6 {
+            assert!(matches!(a.check(&bucket(), now), Decision::Allowed(_)));
+        }
+        b.add_counted(&a.take_unshared());
+        assert!(a.take_unshared().is_empty());
+        for _ in 0..4 {
+            assert!(matches!(b.check(&bucket(), now), Decision::Allowed(_)));
+        }
+        assert!(matches!(b.check(&bucket(), now), Decision::Refused { .. }));
+        // A count of a window that ended is not added; one of a newer window replaces it.
+        b.add_counted(&[("key:k".into(), 60, 5_940, 100)]);
+        assert_eq!(b.current("key:k", 60, now), 10);
+        b.add_counted(&[("key:k".into(), 60, 6_060, 3)]);
+        assert_eq!(b.current("key:k", 60, 6_060), 3);
     }
 }

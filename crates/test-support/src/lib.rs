@@ -3,6 +3,7 @@
 //! `PLANTD_TEST_DATABASE_URL`) and talks HTTP to it; [`ServerProcess`] runs the real binary;
 //! waiting, WebSocket and TLS helpers.
 
+mod latency;
 mod mail;
 pub mod mqtt;
 mod process;
@@ -10,6 +11,7 @@ pub mod stream;
 mod tls;
 mod wait;
 
+pub use latency::{DelayedRelay, delayed_relay};
 pub use mail::SmtpSink;
 pub use plantd_store::testing::{TEST_DATABASE_ENV, fresh_database};
 pub use process::ServerProcess;

@@ -84,6 +84,7 @@ async fn the_console_in_a_real_browser() {
         "rls_page",
         "reports_page",
         "embed_page",
+        "regions_page",
         "no_console_errors",
     ] {
         assert!(

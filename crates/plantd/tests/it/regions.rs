@@ -3,7 +3,9 @@
 //! API, the organization and its owner created once and received by the other region, a user
 //! signing in and an API key authenticating in the other region, a revocation reaching the
 //! other region within seconds, resident data redirected to the primary region, the peers'
-//! health with one stopped, and the replication lag of a region that stopped applying.
+//! health with one stopped, the replication lag of a region that stopped applying, three
+//! regions at a distance (delaying relays: this machine's kernel has no `tc netem`), and the
+//! nodes of one region sharing live points, revocations and rate-limit counts.
 
 use plantd_app::AppConfig;
 use plantd_app::regions::RegionSettings;
@@ -325,8 +327,8 @@ async fn two_regions_replicate_and_redirect() {
 }
 
 /// Two nodes of one region (one database, one NATS): a WebSocket client on node A receives a
-/// point ingested on node B, and a key revoked on B stops working on A at once, though A would
-/// trust it for a minute.
+/// point ingested on node B, a key revoked on B stops working on A at once (though A would
+/// trust it for a minute), and a key's rate limit counts its requests on both nodes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_of_a_region_share_live_points_and_revocations() {
     use plantd_test_support::stream::{next, next_of_type, send};
@@ -343,6 +345,13 @@ async fn nodes_of_a_region_share_live_points_and_revocations() {
             ..RegionSettings::default()
         },
         key_cache_ttl: Duration::from_secs(60),
+        limits: plantd_model::tier::LimitPolicy {
+            enterprise_requests: plantd_model::tier::RequestLimits {
+                per_minute: Some(60),
+                ..Default::default()
+            },
+            ..Default::default()
+        },
         ..AppConfig::default()
     };
     let a = plantd_test_support::spawn_app_with(config()).await;
@@ -400,4 +409,165 @@ async fn nodes_of_a_region_share_live_points_and_revocations() {
         "revocation on B effective on A after {:?}",
         started.elapsed()
     );
+
+    // Rate limits count across the nodes: a key's 60 a minute, 40 used on A, leave 20 on B.
+    let made = a
+        .post(
+            "/api-keys",
+            &key,
+            json!({"name": "limited", "scopes": ["read:telemetry"]}),
+        )
+        .await
+        .expect(201);
+    let limited = made.json["data"]["key"].as_str().unwrap().to_string();
+    let into_minute = plantd_model::Timestamp::now().unix_seconds() % 60;
+    if into_minute > 40 {
+        // Not across a minute's end, where the window starts again.
+        tokio::time::sleep(Duration::from_secs((61 - into_minute) as u64)).await;
+    }
+    for _ in 0..40 {
+        a.get("/telemetry/latest?asset_id=M1", &limited)
+            .await
+            .expect(200);
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let first = b
+        .get("/telemetry/latest?asset_id=M1", &limited)
+        .await
+        .expect(200);
+    assert_eq!(first.header("x-ratelimit-remaining"), Some("19"));
+    for _ in 0..19 {
+        b.get("/telemetry/latest?asset_id=M1", &limited)
+            .await
+            .expect(200);
+    }
+    b.get("/telemetry/latest?asset_id=M1", &limited)
+        .await
+        .expect(429);
+}
+
+/// Three regions with real distance between them: eu-west 25 ms and ap-northeast 75 ms away
+/// (each way) from us-east and from NATS, through delaying relays. us-east's health probe
+/// measures the round trips, and a key made in us-east reaches both, later in the farther.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_regions_at_a_distance() {
+    use plantd_test_support::delayed_relay;
+    let Some(nats) = plantd_test_support::peer(
+        "PLANTD_TEST_NATS_URL",
+        "(e.g. nats://127.0.0.1:4222) to run three regions",
+    ) else {
+        return;
+    };
+    let nats_addr = {
+        let u = plantd_model::data_source::parse_url(&nats).unwrap();
+        format!("{}:{}", u.host, u.port.unwrap_or(4222))
+    };
+    let deployment = format!("d{}", unique_name().replace(['.', ' '], "_"));
+    let (la, lb, lc) = (
+        bind_loopback().await,
+        bind_loopback().await,
+        bind_loopback().await,
+    );
+    let ua = format!("http://{}", la.local_addr().unwrap());
+    let near = Duration::from_millis(25);
+    let far = Duration::from_millis(75);
+    // What us-east reaches of the others, and what they reach of NATS, is delayed.
+    let to_b = delayed_relay(lb.local_addr().unwrap().to_string(), near).await;
+    let to_c = delayed_relay(lc.local_addr().unwrap().to_string(), far).await;
+    let nats_b = delayed_relay(nats_addr.clone(), near).await;
+    let nats_c = delayed_relay(nats_addr, far).await;
+    let config = |region, peers: Vec<(RegionId, String)>, nats: String| AppConfig {
+        regions: RegionSettings {
+            region,
+            peers,
+            nats_url: Some(nats),
+            deployment: deployment.clone(),
+            mqtt_url: None,
+        },
+        ..AppConfig::default()
+    };
+    let east = spawn_app_on(
+        la,
+        config(
+            RegionId::UsEast,
+            vec![
+                (RegionId::EuWest, format!("http://{}", to_b.addr)),
+                (RegionId::ApNortheast, format!("http://{}", to_c.addr)),
+            ],
+            nats.clone(),
+        ),
+    )
+    .await;
+    let west = spawn_empty_on(
+        lb,
+        config(
+            RegionId::EuWest,
+            vec![(RegionId::UsEast, ua.clone())],
+            format!("nats://{}", nats_b.addr),
+        ),
+    )
+    .await;
+    let asia = spawn_empty_on(
+        lc,
+        config(
+            RegionId::ApNortheast,
+            vec![(RegionId::UsEast, ua.clone())],
+            format!("nats://{}", nats_c.addr),
+        ),
+    )
+    .await;
+    let key = east.admin_key.clone();
+    for (region, app) in [("eu-west", &west), ("ap-northeast", &asia)] {
+        wait_for(&format!("the organization in {region}"), 60, || async {
+            (app.get("/organizations/current", &key).await.status == 200).then_some(())
+        })
+        .await;
+    }
+
+    let (_, body) = root_get(&east, "/api/v1/regions/health", Some(&key)).await;
+    let health = body["data"]["regions"].as_array().unwrap().clone();
+    let latency = |id: &str| {
+        health
+            .iter()
+            .find(|h| h["id"] == id)
+            .and_then(|h| h["latency_ms"].as_u64())
+            .unwrap_or_else(|| panic!("{id} has a latency: {body}"))
+    };
+    let (west_ms, asia_ms) = (latency("eu-west"), latency("ap-northeast"));
+    eprintln!("health round trips from us-east: eu-west {west_ms} ms, ap-northeast {asia_ms} ms");
+    assert!(west_ms >= 50, "{body}");
+    assert!(asia_ms >= 150, "{body}");
+    assert!(health.iter().all(|h| h["status"] == "healthy"), "{body}");
+
+    // A key made in us-east: how long until each region accepts it.
+    let made = east
+        .post(
+            "/api-keys",
+            &key,
+            json!({"name": "travels", "scopes": ["read:telemetry"]}),
+        )
+        .await
+        .expect(201);
+    let secret = made.json["data"]["key"].as_str().unwrap().to_string();
+    let started = Instant::now();
+    let mut lags = Vec::new();
+    for (region, app) in [("eu-west", &west), ("ap-northeast", &asia)] {
+        wait_for(&format!("the key in {region}"), 30, || async {
+            (app.get("/organizations/current", &secret).await.status == 200).then_some(())
+        })
+        .await;
+        lags.push((region, started.elapsed()));
+    }
+    eprintln!("key made in us-east accepted after: {lags:?}");
+    // ap-northeast is 75 ms from NATS: a change reaches it no sooner.
+    assert!(lags[1].1 >= Duration::from_millis(75), "{lags:?}");
+    wait_for("both replicas synced", 30, || async {
+        let (_, body) = root_get(&east, "/api/v1/regions/replication", Some(&key)).await;
+        let replicas = body["data"]["replicas"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        (replicas.len() == 2 && replicas.iter().all(|r| r["status"] == "synced")).then_some(())
+    })
+    .await;
 }
