@@ -156,6 +156,21 @@ fn read_record(row: &AnyRow, cols: &[Col]) -> Result<Map<String, Value>> {
     Ok(out)
 }
 
+/// Records `c`'s version as the one this database holds of its record.
+async fn hold_version(tx: &mut crate::WriteTx, c: &Change) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO replication_versions (kind, record_key, version, region) VALUES ($1, $2, $3, $4) \
+         ON CONFLICT (kind, record_key) DO UPDATE SET version = excluded.version, region = excluded.region",
+    )
+    .bind(&c.kind)
+    .bind(&c.key)
+    .bind(c.version)
+    .bind(&c.region)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
 impl Store {
     /// Turns the outbox on (a deployment with NATS) or off. Turning it on queues every record
     /// this database holds, so regions that join later, or missed changes made while it was
@@ -285,16 +300,7 @@ impl Store {
     pub async fn replication_published(&self, seq: i64, published: &[Change]) -> Result<()> {
         let mut tx = self.begin_write().await?;
         for c in published {
-            sqlx::query(
-                "INSERT INTO replication_versions (kind, record_key, version, region) VALUES ($1, $2, $3, $4) \
-                 ON CONFLICT (kind, record_key) DO UPDATE SET version = excluded.version, region = excluded.region",
-            )
-            .bind(&c.kind)
-            .bind(&c.key)
-            .bind(c.version)
-            .bind(&c.region)
-            .execute(&mut *tx)
-            .await?;
+            hold_version(&mut tx, c).await?;
         }
         sqlx::query("DELETE FROM replication_outbox WHERE seq <= $1")
             .bind(seq)
@@ -376,16 +382,7 @@ impl Store {
                     q.execute(&mut *tx).await?;
                 }
             }
-            sqlx::query(
-                "INSERT INTO replication_versions (kind, record_key, version, region) VALUES ($1, $2, $3, $4) \
-                 ON CONFLICT (kind, record_key) DO UPDATE SET version = excluded.version, region = excluded.region",
-            )
-            .bind(&c.kind)
-            .bind(&c.key)
-            .bind(c.version)
-            .bind(&c.region)
-            .execute(&mut *tx)
-            .await?;
+            hold_version(&mut tx, c).await?;
             out.push(Applied::Written);
         }
         sqlx::query("DELETE FROM replication_applying")
