@@ -43,6 +43,8 @@ pub(crate) enum Suite {
     MlLive,
     /// BI SQL over 10,000,000 raw points beside DuckDB on the same points.
     Bi,
+    /// Replication lag between two regions through NATS JetStream under 1,000 changes/s.
+    Regions,
 }
 
 /// Benchmarks of plantd that print tables, each running the release server as a separate
@@ -166,6 +168,28 @@ pub(crate) fn start_server_with(
     database_url: Option<&str>,
     extra: &[&str],
 ) -> Result<(Server, String)> {
+    let server = spawn_server(o, database_url, extra)?;
+    let out = Command::new(&o.plantd_path)
+        .args(["keys", "create", "--name", "bench", "--scopes", "admin"])
+        .args(&server.storage)
+        .output()?;
+    if !out.status.success() {
+        bail!(
+            "keys create failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let key = String::from_utf8(out.stdout)?.trim().to_string();
+    Ok((server, key))
+}
+
+/// Starts `plantd serve` with `extra` flags on a fresh data directory and waits until it
+/// listens; no key is made (a region that receives its organization from another).
+pub(crate) fn spawn_server(
+    o: &Options,
+    database_url: Option<&str>,
+    extra: &[&str],
+) -> Result<Server> {
     let dir = std::env::temp_dir().join(format!(
         "plantd-bench-{}-{}",
         std::process::id(),
@@ -213,26 +237,12 @@ pub(crate) fn start_server_with(
     if addr.is_empty() {
         bail!("plantd serve did not start");
     }
-    let out = Command::new(&o.plantd_path)
-        .args(["keys", "create", "--name", "bench", "--scopes", "admin"])
-        .args(&storage)
-        .output()?;
-    if !out.status.success() {
-        bail!(
-            "keys create failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let key = String::from_utf8(out.stdout)?.trim().to_string();
-    Ok((
-        Server {
-            child,
-            addr,
-            dir,
-            storage,
-        },
-        key,
-    ))
+    Ok(Server {
+        child,
+        addr,
+        dir,
+        storage,
+    })
 }
 
 /// One request with a bearer credential and an optional JSON body; answers its status.

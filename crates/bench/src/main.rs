@@ -1,6 +1,6 @@
 //! `plantd-bench SUITE`: benchmarks of plantd that print tables (not tests), each running the
 //! release server as a separate process: `api`, `identity`, `console`, `telemetry`, `sim`,
-//! `connectors`, `alerts`, `licenses`, `fleet`, `ota`, `ml-datasets`, `bi` (SQL beside DuckDB); and `ml-forest`, the
+//! `connectors`, `alerts`, `licenses`, `fleet`, `ota`, `ml-datasets`, `bi` (SQL beside DuckDB), `regions` (replication lag through NATS); and `ml-forest`, the
 //! isolation forest itself beside scikit-learn, then the live scorer's cost (`ml-live` alone)
 //! (docs/benchmarks.md).
 
@@ -16,6 +16,7 @@ mod licenses;
 mod ml_datasets;
 mod ml_forest;
 mod ota;
+mod regions;
 mod sim;
 mod telemetry;
 
@@ -40,5 +41,6 @@ async fn main() -> Result<()> {
         Suite::MlForest => ml_forest::run(&o).await,
         Suite::MlLive => ml_forest::live_scoring(&o).await,
         Suite::Bi => bi::run(&o).await,
+        Suite::Regions => regions::run(&o).await,
     }
 }
