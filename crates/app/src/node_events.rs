@@ -19,7 +19,7 @@ use tokio::sync::{broadcast, mpsc, watch};
 
 use crate::app::App;
 use crate::events::Event;
-use crate::replication::safe_name;
+use crate::replication::{nats_client, safe_name, until_ok};
 
 /// How often a node tells the others what it counted against rate limits.
 const SHARE_COUNTS_EVERY: Duration = Duration::from_millis(250);
@@ -147,32 +147,21 @@ pub(crate) async fn run(app: App, mut stop: watch::Receiver<bool>) {
     );
     let (forgotten_tx, mut forgotten) = mpsc::unbounded_channel();
     app.regional().set_node_out(forgotten_tx);
-    let mut backoff = Duration::from_millis(250);
-    let (client, mut incoming) = loop {
-        let connected = async {
-            let client = async_nats::ConnectOptions::new()
-                .name(format!("plantd node {node}"))
-                .connection_timeout(Duration::from_secs(5))
-                .connect(&url)
-                .await
-                .map_err(|e| e.to_string())?;
+    let connected = until_ok(
+        &mut stop,
+        || async {
+            let client = nats_client(&url, format!("plantd node {node}")).await?;
             let sub = client
                 .subscribe(subject.clone())
                 .await
                 .map_err(|e| e.to_string())?;
-            Ok::<_, String>((client, sub))
-        };
-        match connected.await {
-            Ok(c) => break c,
-            Err(e) => {
-                tracing::warn!(error = %e, nats = %url, "node events: cannot reach NATS; trying again");
-                tokio::select! {
-                    _ = tokio::time::sleep(backoff) => {}
-                    _ = stop.changed() => return,
-                }
-                backoff = (backoff * 2).min(Duration::from_secs(10));
-            }
-        }
+            Ok((client, sub))
+        },
+        |e| tracing::warn!(error = %e, nats = %url, "node events: cannot reach NATS; trying again"),
+    )
+    .await;
+    let Some((client, mut incoming)) = connected else {
+        return;
     };
     // Rate-limit counts go to the region's other nodes every quarter second.
     app.limiter().share();

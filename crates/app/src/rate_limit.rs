@@ -81,11 +81,18 @@ type Counter = (i64, i64, u64);
 
 #[derive(Default)]
 pub struct RateLimiter {
+    state: Mutex<State>,
+}
+
+/// The counters and what is still to tell other nodes, behind one lock: a request takes it
+/// once.
+#[derive(Default)]
+struct State {
     /// bucket name -> its windows' counters
-    counters: Mutex<HashMap<String, Vec<Counter>>>,
+    counters: HashMap<String, Vec<Counter>>,
     /// While shared with other nodes: what this node counted since it last told them, by
     /// (bucket, window length, window start).
-    unshared: Mutex<Option<HashMap<WindowKey, u64>>>,
+    unshared: Option<HashMap<WindowKey, u64>>,
 }
 
 /// A window of a bucket: (bucket, window length, window start).
@@ -216,13 +223,11 @@ impl RateLimiter {
 
     /// Counts `n` units (requests, telemetry points) against every bucket.
     pub fn check_n(&self, buckets: &[Bucket<'_>], n: u64, now_secs: i64) -> Decision {
-        let mut counters = self.counters.lock().unwrap_or_else(|p| p.into_inner());
-        let decision = decide(&counters, buckets, n, now_secs);
+        let mut state = self.state();
+        let decision = decide(&state.counters, buckets, n, now_secs);
         if matches!(decision, Decision::Allowed(_)) {
-            count(&mut counters, buckets, n, now_secs);
-            drop(counters);
-            let mut unshared = self.unshared.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(unshared) = unshared.as_mut() {
+            count(&mut state.counters, buckets, n, now_secs);
+            if let Some(unshared) = state.unshared.as_mut() {
                 for b in buckets {
                     for w in &b.windows {
                         let key = (
@@ -238,16 +243,18 @@ impl RateLimiter {
         decision
     }
 
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Starts keeping what this node counts for the other nodes of its region.
     pub fn share(&self) {
-        let mut unshared = self.unshared.lock().unwrap_or_else(|p| p.into_inner());
-        unshared.get_or_insert_with(HashMap::new);
+        self.state().unshared.get_or_insert_with(HashMap::new);
     }
 
     /// What this node counted since the last call (empty unless shared).
     pub fn take_unshared(&self) -> Vec<CountedUnits> {
-        let mut unshared = self.unshared.lock().unwrap_or_else(|p| p.into_inner());
-        match unshared.as_mut() {
+        match self.state().unshared.as_mut() {
             Some(map) => map
                 .drain()
                 .map(|((bucket, len, start), n)| (bucket, len, start, n))
@@ -259,7 +266,7 @@ impl RateLimiter {
     /// Adds what another node counted; a window that already ended here is ignored, a newer one
     /// starts the count.
     pub fn add_counted(&self, counted: &[CountedUnits]) {
-        let mut counters = self.counters.lock().unwrap_or_else(|p| p.into_inner());
+        let counters = &mut self.state().counters;
         for (bucket, len, start, n) in counted {
             let entry = match counters.get_mut(bucket) {
                 Some(e) => e,
@@ -278,20 +285,17 @@ impl RateLimiter {
     /// the work, such as a login after too many failures, which are counted only when they
     /// happen).
     pub fn peek(&self, buckets: &[Bucket<'_>], now_secs: i64) -> Decision {
-        let counters = self.counters.lock().unwrap_or_else(|p| p.into_inner());
-        decide(&counters, buckets, 1, now_secs)
+        decide(&self.state().counters, buckets, 1, now_secs)
     }
 
     /// The count in the current window of a bucket (0 when none), without counting.
     pub fn current(&self, bucket: &str, window_secs: i64, now_secs: i64) -> u64 {
-        let counters = self.counters.lock().unwrap_or_else(|p| p.into_inner());
-        used(&counters, bucket, window_secs, now_secs)
+        used(&self.state().counters, bucket, window_secs, now_secs)
     }
 
     /// Drops counters of windows that have ended, so memory follows active callers only.
     pub fn prune(&self, now_secs: i64) {
-        let mut counters = self.counters.lock().unwrap_or_else(|p| p.into_inner());
-        counters.retain(|_, windows| {
+        self.state().counters.retain(|_, windows| {
             windows.retain(|(len, start, _)| start + len > now_secs);
             !windows.is_empty()
         });

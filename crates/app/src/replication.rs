@@ -180,20 +180,17 @@ pub(crate) async fn run(app: App, mut stop: watch::Receiver<bool>) {
         return;
     };
     app.workers().register(WORKER);
-    let mut backoff = Duration::from_millis(250);
-    let (js, consumer) = loop {
-        match connect(&url, &settings).await {
-            Ok(c) => break c,
-            Err(e) => {
-                tracing::warn!(error = %e, nats = %url, "cannot reach the deployment's NATS server; trying again");
-                app.workers().report(WORKER, Err(e));
-                tokio::select! {
-                    _ = tokio::time::sleep(backoff) => {}
-                    _ = stop.changed() => return,
-                }
-                backoff = (backoff * 2).min(Duration::from_secs(10));
-            }
-        }
+    let connected = until_ok(
+        &mut stop,
+        || connect(&url, &settings),
+        |e| {
+            tracing::warn!(error = %e, nats = %url, "cannot reach the deployment's NATS server; trying again");
+            app.workers().report(WORKER, Err(e));
+        },
+    )
+    .await;
+    let Some((js, consumer)) = connected else {
+        return;
     };
     app.regional().set_jetstream(js.clone());
     if let Err(e) = app.store().set_replication_publish(true).await {
@@ -234,19 +231,51 @@ pub(crate) async fn run(app: App, mut stop: watch::Receiver<bool>) {
     }
 }
 
+/// A client of the deployment's NATS server named `name` (5 s to connect).
+pub(crate) async fn nats_client(url: &str, name: String) -> Result<async_nats::Client, String> {
+    async_nats::ConnectOptions::new()
+        .name(name)
+        .connection_timeout(Duration::from_secs(5))
+        .connect(url)
+        .await
+        .map_err(|e| format!("connect to {url}: {e}"))
+}
+
+/// Runs `attempt` until it succeeds, waiting 250 ms, doubling up to 10 s, after each failure
+/// (handed to `failed`); `None` once `stop` changes.
+pub(crate) async fn until_ok<T, Fut>(
+    stop: &mut watch::Receiver<bool>,
+    mut attempt: impl FnMut() -> Fut,
+    mut failed: impl FnMut(String),
+) -> Option<T>
+where
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let mut backoff = Duration::from_millis(250);
+    loop {
+        match attempt().await {
+            Ok(v) => return Some(v),
+            Err(e) => {
+                failed(e);
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff) => {}
+                    _ = stop.changed() => return None,
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(10));
+            }
+        }
+    }
+}
+
 async fn connect(
     url: &str,
     settings: &crate::config::RegionSettings,
 ) -> Result<(jetstream::Context, jetstream::consumer::PullConsumer), String> {
-    let client = async_nats::ConnectOptions::new()
-        .name(format!(
-            "plantd {} {}",
-            settings.deployment, settings.region
-        ))
-        .connection_timeout(Duration::from_secs(5))
-        .connect(url)
-        .await
-        .map_err(|e| format!("connect to {url}: {e}"))?;
+    let client = nats_client(
+        url,
+        format!("plantd {} {}", settings.deployment, settings.region),
+    )
+    .await?;
     let js = jetstream::new(client);
     let stream = js
         .get_or_create_stream(jetstream::stream::Config {

@@ -71,12 +71,6 @@ impl RegionId {
             _ => &[],
         }
     }
-
-    /// Whether the SPEC gives the region a WebSocket and an MQTT address (4.14); an instance
-    /// serving another region still serves both on its own address.
-    pub fn has_stream_and_mqtt(self) -> bool {
-        matches!(self, RegionId::UsEast | RegionId::EuWest)
-    }
 }
 
 impl std::fmt::Display for RegionId {

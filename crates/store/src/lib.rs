@@ -71,7 +71,7 @@ pub use notify::NotifyTarget;
 pub use oauth::{ClientRecord, CodeRecord, GrantRecord, NewApplication, NewCode, RefreshUse};
 pub use orgs::NewUser;
 pub use ota::{NewDeployment, OtaCommand, ReportUpdate};
-pub use replication::{Applied, Change, OutboxEntry};
+pub use replication::{Change, OutboxEntry};
 pub use store::Store;
 pub use tags::StoredTag;
 pub use webhooks::{AttemptOutcome, Delivery, Webhook};

@@ -123,15 +123,6 @@ pub struct Change {
     pub record: Option<Map<String, Value>>,
 }
 
-/// What applying a change did.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Applied {
-    /// Written (or deleted).
-    Written,
-    /// Older than what this database holds or has queued: left as it is.
-    Superseded,
-}
-
 fn where_keys(keys: &[&str], first: usize) -> String {
     keys.iter()
         .enumerate()
@@ -266,14 +257,6 @@ impl Store {
             .collect()
     }
 
-    /// How many changes wait in the outbox.
-    pub async fn replication_outbox_len(&self) -> Result<i64> {
-        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM replication_outbox")
-            .fetch_one(self.pool())
-            .await?;
-        Ok(n)
-    }
-
     /// The record's replicated columns as they are now (`None`: it no longer exists).
     pub async fn replicated_record(
         &self,
@@ -316,12 +299,11 @@ impl Store {
     /// queued again. A change that cannot be written (a unique email taken by another user, a
     /// membership whose user is missing) fails the whole call; apply such a batch one change at
     /// a time to find it.
-    pub async fn apply_replicated(&self, changes: &[Change]) -> Result<Vec<Applied>> {
+    pub async fn apply_replicated(&self, changes: &[Change]) -> Result<()> {
         let mut tx = self.begin_write().await?;
         sqlx::query("INSERT INTO replication_applying (id) VALUES (1)")
             .execute(&mut *tx)
             .await?;
-        let mut out = Vec::with_capacity(changes.len());
         for c in changes {
             let kind = ReplicatedKind::parse(&c.kind)
                 .ok_or_else(|| StoreError::Corrupt(format!("replicated kind '{}'", c.kind)))?;
@@ -343,7 +325,6 @@ impl Store {
                 .as_ref()
                 .is_none_or(|(v, r)| (c.version, c.region.as_str()) > (*v, r.as_str()));
             if !newer || queued > 0 {
-                out.push(Applied::Superseded);
                 continue;
             }
             let (table, keys, cols) = shape(kind);
@@ -383,12 +364,11 @@ impl Store {
                 }
             }
             hold_version(&mut tx, c).await?;
-            out.push(Applied::Written);
         }
         sqlx::query("DELETE FROM replication_applying")
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
-        Ok(out)
+        Ok(())
     }
 }
