@@ -26,6 +26,11 @@ pub enum ApiError {
         message: String,
         retry_after: u64,
     },
+    /// A 409 `conflict` with `Retry-After`: the organization's region migration runs.
+    Migrating {
+        message: String,
+        retry_after: u64,
+    },
     /// SPEC 7's second shape (`error`, `error_description`): bearer access tokens and the
     /// OAuth endpoints, with the `WWW-Authenticate` challenge where one is due.
     OAuth {
@@ -118,7 +123,7 @@ impl ApiError {
             ApiError::Authorization(_) => "authorization_error",
             ApiError::NotFound(_) => "not_found",
             ApiError::MethodNotAllowed => "method_not_allowed",
-            ApiError::Conflict(_) => "conflict",
+            ApiError::Conflict(_) | ApiError::Migrating { .. } => "conflict",
             ApiError::Refused { code, .. } => code,
             ApiError::RateLimited { .. } => "rate_limited",
             ApiError::OAuth { error, .. } => error,
@@ -134,7 +139,9 @@ impl ApiError {
             ApiError::Authorization(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            ApiError::Conflict(_) | ApiError::Refused { .. } => StatusCode::CONFLICT,
+            ApiError::Conflict(_) | ApiError::Refused { .. } | ApiError::Migrating { .. } => {
+                StatusCode::CONFLICT
+            }
             ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::OAuth { status, .. } => *status,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -172,6 +179,13 @@ impl From<AppError> for ApiError {
             AppError::NoUser => ApiError::NotFound(AppError::NoUser.to_string()),
             AppError::Conflict(m) => ApiError::Conflict(m),
             AppError::Refused { code, message } => ApiError::Refused { code, message },
+            AppError::Migrating {
+                message,
+                retry_after,
+            } => ApiError::Migrating {
+                message,
+                retry_after,
+            },
             AppError::LimitReached {
                 message,
                 retry_after,
@@ -250,6 +264,10 @@ impl IntoResponse for ApiError {
                 None,
             ),
             ApiError::RateLimited {
+                message,
+                retry_after,
+            }
+            | ApiError::Migrating {
                 message,
                 retry_after,
             } => (message, Vec::new(), Some(retry_after)),

@@ -123,6 +123,16 @@ pub async fn pipeline(
             Err(e) => Some(e.into()),
         };
     }
+    // A region migration's read-only window: every write of the organization waits (signing in
+    // and out excepted).
+    if refusal.is_none()
+        && is_mutation(&method)
+        && !door.route.starts_with("/v1/auth/")
+        && let Some(c) = &caller
+        && let Some(e) = state.app.migrating(&c.org_id)
+    {
+        refusal = Some(e.into());
+    }
     let trail = is_mutation(&method).then(|| AuditTrail::new(facts.clone(), door.policy.event));
     if let Some(t) = &trail {
         if let Some(c) = &caller {

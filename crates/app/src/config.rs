@@ -108,6 +108,12 @@ pub struct RegionSettings {
     pub deployment: String,
     /// The MQTT device channel's address as devices reach it (`mqtt://host:1883`), when on.
     pub mqtt_url: Option<String>,
+    /// A region migration's read-only window stays open at least this long (`[regions]
+    /// min_window_secs`, default 5), so clients see it.
+    pub min_window: std::time::Duration,
+    /// A completed migration's copy in the source region is deleted this long after the switch
+    /// (`[regions] delete_source_after_secs`, default 7 days).
+    pub delete_source_after: std::time::Duration,
 }
 
 impl Default for RegionSettings {
@@ -118,6 +124,8 @@ impl Default for RegionSettings {
             nats_url: None,
             deployment: "plantd".into(),
             mqtt_url: None,
+            min_window: std::time::Duration::from_secs(5),
+            delete_source_after: std::time::Duration::from_secs(7 * 24 * 3600),
         }
     }
 }

@@ -136,7 +136,20 @@ async fn reconcile(
 ) {
     retiring.retain(|t| !t.is_finished());
     let mut wanted: HashMap<String, DataSource> = HashMap::new();
+    let mut elsewhere: HashMap<String, bool> = HashMap::new();
     for ds in all {
+        // An organization served by another region (it moved there) has its connectors there.
+        let moved = match elsewhere.get(&ds.org_id) {
+            Some(m) => *m,
+            None => {
+                let m = matches!(app.resident_elsewhere(&ds.org_id).await, Ok(Some(_)));
+                elsewhere.insert(ds.org_id.clone(), m);
+                m
+            }
+        };
+        if moved {
+            continue;
+        }
         if ds.enabled {
             wanted.insert(ds.id.clone(), ds);
         } else {
@@ -217,6 +230,8 @@ async fn source_task(
     if let Some(p) = predecessor {
         let _ = p.await;
     }
+    // Counted while it runs: a region migration waits for the organization's to stop.
+    let _running = app.regional().connector_started(&ds.org_id);
     // What is recorded now (the predecessor may have changed it since `ds` was read).
     let mut recorded = match app.store().data_source(&ds.org_id, &ds.id).await {
         Ok(now) => current_state(&now),

@@ -44,6 +44,10 @@ pub enum AppError {
     /// can act on (`too_many_activations`, `license_expired`, ...; docs/api.md).
     #[error("{message}")]
     Refused { code: &'static str, message: String },
+    /// The organization is moving to another region: its data is read-only for now (a 409
+    /// with `Retry-After`).
+    #[error("{message}")]
+    Migrating { message: String, retry_after: u64 },
     /// A quota or ingestion limit refuses the request for now.
     #[error("{message}")]
     LimitReached { message: String, retry_after: u64 },

@@ -76,7 +76,7 @@ pub struct PackageFields {
 }
 
 /// Where package files live: `<dir>/sha256/<first two hex digits>/<sha256>`.
-fn blob_path(dir: &Path, sha256: &str) -> PathBuf {
+pub(crate) fn blob_path(dir: &Path, sha256: &str) -> PathBuf {
     dir.join("sha256").join(&sha256[..2]).join(sha256)
 }
 

@@ -8,7 +8,7 @@ use async_nats::jetstream;
 use plantd_model::Timestamp;
 use plantd_model::region::RegionId;
 use std::collections::HashMap;
-use std::sync::{Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use crate::key_cache::TrustCache;
@@ -23,6 +23,36 @@ pub(crate) struct Regional {
     last_version: Mutex<i64>,
     /// Where revoked keys go to be announced to the region's other nodes (with NATS).
     node_out: Mutex<Option<tokio::sync::mpsc::UnboundedSender<Vec<String>>>>,
+    /// Region migrations: the read-only windows open on this node (organization to migration),
+    /// the migrations whose window this node closed (never opened again by a stale read), the
+    /// connectors running per organization, and the migration worker's wake-up.
+    windows: Mutex<Windows>,
+    connectors: Arc<Mutex<HashMap<String, usize>>>,
+    migration_wake: tokio::sync::Notify,
+}
+
+#[derive(Default)]
+struct Windows {
+    open: HashMap<String, String>,
+    closed: std::collections::HashSet<String>,
+}
+
+/// A running connector of an organization, counted until dropped.
+pub(crate) struct ConnectorRunning {
+    org_id: String,
+    counts: Arc<Mutex<HashMap<String, usize>>>,
+}
+
+impl Drop for ConnectorRunning {
+    fn drop(&mut self) {
+        let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = counts.get_mut(&self.org_id) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                counts.remove(&self.org_id);
+            }
+        }
+    }
 }
 
 impl Default for Regional {
@@ -34,11 +64,71 @@ impl Default for Regional {
             http: std::sync::OnceLock::new(),
             last_version: Mutex::new(0),
             node_out: Mutex::new(None),
+            windows: Mutex::default(),
+            connectors: Arc::default(),
+            migration_wake: tokio::sync::Notify::new(),
         }
     }
 }
 
 impl Regional {
+    pub(crate) fn migration_wake(&self) -> &tokio::sync::Notify {
+        &self.migration_wake
+    }
+
+    pub(crate) fn open_window(&self, org_id: &str, migration_id: &str) {
+        let mut w = self.windows.lock().unwrap_or_else(|p| p.into_inner());
+        if !w.closed.contains(migration_id) {
+            w.open.insert(org_id.to_string(), migration_id.to_string());
+        }
+    }
+
+    pub(crate) fn close_window(&self, org_id: &str, migration_id: &str) {
+        let mut w = self.windows.lock().unwrap_or_else(|p| p.into_inner());
+        w.closed.insert(migration_id.to_string());
+        if w.open.get(org_id).is_some_and(|m| m == migration_id) {
+            w.open.remove(org_id);
+        }
+    }
+
+    pub(crate) fn window(&self, org_id: &str) -> Option<String> {
+        let w = self.windows.lock().unwrap_or_else(|p| p.into_inner());
+        w.open.get(org_id).cloned()
+    }
+
+    /// The windows open in the region, as the database says; returns the organizations whose
+    /// window closed since.
+    pub(crate) fn set_windows(&self, running: Vec<(String, String)>) -> Vec<String> {
+        let mut w = self.windows.lock().unwrap_or_else(|p| p.into_inner());
+        let w = &mut *w;
+        let open: HashMap<String, String> = running
+            .into_iter()
+            .filter(|(_, m)| !w.closed.contains(m))
+            .collect();
+        let closed = w
+            .open
+            .keys()
+            .filter(|org| !open.contains_key(*org))
+            .cloned()
+            .collect();
+        w.open = open;
+        closed
+    }
+
+    pub(crate) fn connector_started(&self, org_id: &str) -> ConnectorRunning {
+        let mut counts = self.connectors.lock().unwrap_or_else(|p| p.into_inner());
+        *counts.entry(org_id.to_string()).or_default() += 1;
+        ConnectorRunning {
+            org_id: org_id.to_string(),
+            counts: self.connectors.clone(),
+        }
+    }
+
+    pub(crate) fn connectors_running(&self, org_id: &str) -> usize {
+        let counts = self.connectors.lock().unwrap_or_else(|p| p.into_inner());
+        counts.get(org_id).copied().unwrap_or(0)
+    }
+
     pub(crate) fn set_node_out(&self, out: tokio::sync::mpsc::UnboundedSender<Vec<String>>) {
         *self.node_out.lock().unwrap_or_else(|p| p.into_inner()) = Some(out);
     }

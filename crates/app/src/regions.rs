@@ -61,6 +61,9 @@ pub struct OrgRegionView {
     #[schema(value_type = Vec<String>)]
     pub available_regions: Vec<RegionId>,
     pub endpoints: Endpoints,
+    /// The organization's newest region migration, when it had one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub migration: Option<crate::region_migration::MigrationView>,
 }
 
 /// A probe slower than this answers `degraded`.
@@ -228,6 +231,7 @@ impl App {
             data_residency_enabled: strict,
             available_regions: self.region_settings().served(),
             endpoints: self.endpoints_of(primary),
+            migration: self.org_migration(org_id).await?,
         })
     }
 

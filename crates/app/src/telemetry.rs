@@ -231,6 +231,19 @@ impl App {
         trail: Option<&AuditTrail>,
     ) -> AppResult<Stored> {
         let now = Timestamp::now();
+        // During a region migration's read-only window only the platform's own connectors and
+        // models write: their points are held for the target region (docs/api.md, "Regions").
+        let window = self.migration_window(&caller.org_id);
+        let internal = matches!(
+            caller.credential,
+            crate::caller::Credential::Connector { .. } | crate::caller::Credential::Model
+        );
+        if window.is_some()
+            && !internal
+            && let Some(refusal) = self.migrating(&caller.org_id)
+        {
+            return Err(refusal);
+        }
         let oldest = self.oldest_accepted(now);
         let (points, batch_source) = match batch {
             // A valid body is read straight into points; anything off is read again the
@@ -266,6 +279,11 @@ impl App {
         };
         self.check_sources(&caller.org_id, &points, batch_source.as_deref(), own_device)
             .await?;
+        if let Some(migration) = window {
+            return self
+                .hold_and_evaluate(&migration, &caller.org_id, points)
+                .await;
+        }
         let audit = trail.map(AuditTrail::success_record);
         let stored = self
             .store_points(&caller.org_id, caller.tier, Arc::new(points), audit, now)
@@ -283,6 +301,34 @@ impl App {
         metrics::counter!("plantd_ingest_points_total", "door" => door)
             .increment(stored.accepted as u64);
         Ok(stored)
+    }
+
+    /// A connector's points during a region migration: held for the target region (durable in
+    /// the migration stream), evaluated by the alert rules and shown live as always.
+    async fn hold_and_evaluate(
+        &self,
+        migration: &str,
+        org_id: &str,
+        points: Vec<Point>,
+    ) -> AppResult<Stored> {
+        let started = Instant::now();
+        let points = Arc::new(points);
+        self.hold_points(migration, &points).await?;
+        let write = started.elapsed();
+        self.alert_engine()
+            .evaluate(self.store(), self.events(), org_id, &points)
+            .await;
+        let alerts = started.elapsed() - write;
+        let accepted = points.len();
+        self.events().publish(Event::Telemetry {
+            org_id: org_id.into(),
+            points,
+        });
+        Ok(Stored {
+            accepted,
+            write,
+            alerts,
+        })
     }
 
     /// The tier's storage quota and ingestion limits, the durable write (with `audit` in the

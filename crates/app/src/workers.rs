@@ -39,6 +39,7 @@ impl App {
             tokio::spawn(crate::bi_reports::run(self.clone(), stopped.clone())),
             tokio::spawn(crate::replication::run(self.clone(), stopped.clone())),
             tokio::spawn(crate::node_events::run(self.clone(), stopped.clone())),
+            tokio::spawn(crate::region_migration::run(self.clone(), stopped.clone())),
             tokio::spawn(crate::deliveries::run(self.clone(), stopped)),
         ];
         Workers {

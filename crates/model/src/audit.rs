@@ -162,6 +162,7 @@ audit_events! {
     RegionHealthRead => "region.health", System, "region", Info;
     RegionReplicationRead => "region.replication", System, "region", Info;
     OrganizationRegionRead => "organization.region_read", Organization, "organization", Info;
+    OrganizationRegionChange => "organization.region_change", Organization, "organization", Warning;
     OpenapiRead => "openapi.read", System, "openapi", Info;
     DocsRead => "docs.read", System, "docs", Info;
     StatusRead => "status.read", System, "status", Info;

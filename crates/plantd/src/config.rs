@@ -43,6 +43,19 @@ pub struct FileConfig {
     pub ota_dir: Option<PathBuf>,
     /// BI: embedded dashboards and reports.
     pub bi: Option<BiFileConfig>,
+    /// Region migrations.
+    pub regions: Option<RegionsFileConfig>,
+}
+
+/// `[regions]`: region migrations (issue 33).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegionsFileConfig {
+    /// The read-only window of a migration stays open at least this long (default 5).
+    pub min_window_secs: Option<u64>,
+    /// A moved organization's copy in its old region is deleted this long after the switch
+    /// (default 604,800: 7 days).
+    pub delete_source_after_secs: Option<u64>,
 }
 
 /// `[bi]`: embedded dashboards and reports.
@@ -176,6 +189,7 @@ impl RegionArgs {
             nats_url,
             deployment,
             mqtt_url: None,
+            ..defaults
         })
     }
 }
@@ -333,6 +347,8 @@ impl ServeConfig {
     /// With the regional flags (`plantd serve`).
     pub fn with_regions(mut self, regions: RegionArgs) -> anyhow::Result<Self> {
         let mut settings = regions.resolve()?;
+        settings.min_window = self.api.regions.min_window;
+        settings.delete_source_after = self.api.regions.delete_source_after;
         if let Some(mqtt) = &self.mqtt
             && mqtt.listen.port() != 0
         {
@@ -372,6 +388,18 @@ impl ServeConfig {
             Some(s) => Some(Duration::from_secs(s)),
             None => None,
         };
+        let mut regions = plantd_app::regions::RegionSettings::default();
+        if let Some(r) = &file.regions {
+            if let Some(s) = r.min_window_secs {
+                if s > 3600 {
+                    bail!("regions.min_window_secs must be at most 3600");
+                }
+                regions.min_window = Duration::from_secs(s);
+            }
+            if let Some(s) = r.delete_source_after_secs {
+                regions.delete_source_after = Duration::from_secs(s);
+            }
+        }
         let listen_text = listen
             .or_else(|| file.listen.clone())
             .unwrap_or_else(|| DEFAULT_LISTEN.into());
@@ -443,6 +471,7 @@ impl ServeConfig {
             },
             device_offline_after: device_offline_after.unwrap_or(defaults.device_offline_after),
             guest_token_ttl: guest_token_ttl.unwrap_or(defaults.guest_token_ttl),
+            regions,
             ..defaults
         };
         Ok(Self {

@@ -128,6 +128,13 @@ impl Store {
 
     /// Ends a data source write: notifies other nodes (PostgreSQL) inside the transaction,
     /// commits, then forgets this node's cached list.
+    /// Tells this node (and, on PostgreSQL, the others) that the organization's data sources
+    /// changed in a write of another file (a region migration copied or deleted them).
+    pub async fn data_sources_changed(&self, org_id: &str) -> Result<()> {
+        let tx = self.begin_write().await?;
+        self.commit_data_source_write(tx, org_id).await
+    }
+
     async fn commit_data_source_write(&self, mut tx: crate::WriteTx, org_id: &str) -> Result<()> {
         if self.backend() == crate::Backend::Postgres {
             sqlx::query("SELECT pg_notify($1, $2)")

@@ -12,6 +12,8 @@ use crate::{Result, Store};
 pub const CONNECTORS_LEASE: i64 = 0x0070_6c61_6e74_6401; // "plantd" + 1
 /// The replication publisher and applier of a region (one node of a region runs them).
 pub const REPLICATION_LEASE: i64 = 0x0070_6c61_6e74_6402;
+/// The region migrations of a region's organizations (one node of a region runs them).
+pub const MIGRATION_LEASE: i64 = 0x0070_6c61_6e74_6403;
 
 /// A held lease. On SQLite (one server process owns the database) it has no connection and is
 /// never lost.

@@ -80,6 +80,12 @@ impl LatestCache {
         }
     }
 
+    /// Forgets the organization's latest values (its points were deleted).
+    pub(crate) fn forget_org(&self, org_id: &str) {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        inner.assets.retain(|(org, _), _| org != org_id);
+    }
+
     /// Applies committed points to assets already in memory (others load on first read).
     pub(crate) fn observe(&self, org_id: &str, points: &[Point]) {
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());

@@ -27,6 +27,14 @@ impl StorageUsage {
             *b += points as u64 * RAW_POINT_BYTES;
         }
     }
+
+    /// Counts the organization again at its next read (its points were deleted).
+    pub(crate) fn forget(&self, org_id: &str) {
+        self.bytes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(org_id);
+    }
 }
 
 /// Whether adding `points` to `used` bytes would pass `limit_gb` (decimal gigabytes).

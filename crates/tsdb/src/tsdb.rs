@@ -328,6 +328,44 @@ impl Tsdb {
         .await
     }
 
+    /// Deletes every point and rollup of an organization (its resident data moved to another
+    /// region, or a copy received here failed its check); its series keep their ids, so what
+    /// this node remembers of them stays true. Returns the blocks and rollup rows deleted.
+    pub async fn delete_org_points(&self, org_id: &str) -> Result<u64> {
+        self.flush().await?;
+        let store = &self.shared.store;
+        let mut tx = store.begin_write().await?;
+        let mut deleted = 0;
+        for table in [
+            "telemetry_block",
+            "telemetry_minute_block",
+            "telemetry_rollup",
+        ] {
+            let sql = format!(
+                "DELETE FROM {table} WHERE series_id IN (SELECT id FROM telemetry_series WHERE org_id = $1)"
+            );
+            deleted += sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(org_id)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+        }
+        sqlx::query("DELETE FROM telemetry_log WHERE org_id = $1")
+            .bind(org_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        self.shared.storage.forget(org_id);
+        self.shared.latest.forget_org(org_id);
+        // What it knew of the newest point of each series is probed again.
+        self.shared
+            .newest
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+        Ok(deleted)
+    }
+
     /// Estimated bytes of telemetry an organization stores.
     pub async fn storage_bytes(&self, org_id: &str) -> Result<u64> {
         self.upgrade().await?;

@@ -4,14 +4,17 @@
 
 use axum::extract::{Path, State};
 use axum::response::Response;
+use plantd_app::region_migration::MigrationScheduled;
 use plantd_app::regions::{OrgRegionView, RegionHealth, RegionView};
 use plantd_app::replication::ReplicationStatus;
+use plantd_model::Scope;
+use plantd_model::Timestamp;
 use plantd_model::audit::AuditEvent;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::envelope::{Data, ok};
 use crate::error::ApiResult;
-use crate::extract::Auth;
+use crate::extract::{Auth, ValidJson};
 use crate::routing::{Policy, Route, route};
 use crate::state::AppState;
 
@@ -34,7 +37,23 @@ pub(crate) fn routes() -> Vec<Route> {
             Policy::any_key(AuditEvent::OrganizationRegionRead)
         )
         .at_root(),
+        route!(
+            set_org_region,
+            Policy::scope(Scope::Admin, AuditEvent::OrganizationRegionChange)
+        )
+        .at_root(),
     ]
+}
+
+/// SPEC 2.9's set-region request.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetRegion {
+    /// The region to move to (served by this deployment).
+    #[schema(example = "eu-west")]
+    pub region: String,
+    /// When the migration starts (RFC 3339); absent, now or past: at once.
+    pub migration_time: Option<Timestamp>,
 }
 
 /// The six regions of SPEC 2.9, each with whether this deployment serves it and its addresses.
@@ -83,4 +102,21 @@ async fn replication(State(state): State<AppState>, caller: Auth) -> ApiResult<R
     responses((status = 200, body = Data<OrgRegionView>)))]
 async fn org_region(State(state): State<AppState>, caller: Auth) -> ApiResult<Response> {
     Ok(ok(state.app.org_region_view(&caller.org_id).await?))
+}
+
+/// Move the caller's organization's resident data to another served region (Enterprise):
+/// scheduled for `migration_time`; while it runs the organization is read-only (409 on writes,
+/// `Retry-After` on ingest) and its region view shows the migration's progress.
+#[utoipa::path(put, path = "/api/v1/organizations/current/region", tag = "regions",
+    request_body = SetRegion,
+    responses((status = 200, body = Data<MigrationScheduled>)))]
+async fn set_org_region(
+    State(state): State<AppState>,
+    caller: Auth,
+    ValidJson(body): ValidJson<SetRegion>,
+) -> ApiResult<Response> {
+    Ok(ok(state
+        .app
+        .schedule_region_migration(&caller, &body.region, body.migration_time)
+        .await?))
 }

@@ -26,6 +26,7 @@ mod oauth;
 mod orgs_users_audit;
 mod ota;
 mod rate_limits;
+mod region_migration;
 mod regions;
 mod security;
 mod sim;

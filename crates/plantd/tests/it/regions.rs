@@ -16,14 +16,19 @@ use plantd_test_support::{
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
-fn regional(region: RegionId, peer: (RegionId, String), nats: &str, deployment: &str) -> AppConfig {
+pub(crate) fn regional(
+    region: RegionId,
+    peer: (RegionId, String),
+    nats: &str,
+    deployment: &str,
+) -> AppConfig {
     AppConfig {
         regions: RegionSettings {
             region,
             peers: vec![peer],
             nats_url: Some(nats.to_string()),
             deployment: deployment.to_string(),
-            mqtt_url: None,
+            ..RegionSettings::default()
         },
         // A node trusts a looked-up key this long; replication forgets it at once.
         key_cache_ttl: Duration::from_secs(60),
@@ -482,7 +487,7 @@ async fn three_regions_at_a_distance() {
             peers,
             nats_url: Some(nats),
             deployment: deployment.clone(),
-            mqtt_url: None,
+            ..RegionSettings::default()
         },
         ..AppConfig::default()
     };

@@ -1,0 +1,385 @@
+//! Region migrations (issue 33): an organization moves from us-east to eu-west, two instances
+//! on loopback with their own databases and the machine's NATS JetStream between them. The
+//! refusals (not Enterprise, unknown, unserved or current region), the read-only window (409
+//! on writes, `Retry-After` on ingest, reads served), a connector's points read during the
+//! window kept and written in the target, the copy checked and switched, resident data then
+//! served by the target and redirected by the source, the source's copy deleted after its
+//! delay; and a migration that fails (the target's instance is down) leaving the source as it
+//! was and writable.
+
+use plantd_app::AppConfig;
+use plantd_model::Timestamp;
+use plantd_model::region::RegionId;
+use plantd_model::tier::Tier;
+use plantd_test_support::{
+    TestApp, bind_loopback, spawn_app_on, spawn_empty_on, unique_name, wait_for,
+};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+use crate::regions::regional;
+
+const HOUR: i64 = 3_600_000;
+
+fn ts(ms: i64) -> String {
+    Timestamp::from_millis(ms).to_rfc3339().replace('+', "%2B")
+}
+
+/// Two regions of one deployment; us-east has the organization (Enterprise) and its key.
+async fn two_regions(nats: &str, west_up: bool) -> (TestApp, Option<TestApp>, String, String) {
+    let deployment = format!("m{}", unique_name().replace(['.', ' '], "_"));
+    let (la, lb) = (bind_loopback().await, bind_loopback().await);
+    let (ua, ub) = (
+        format!("http://{}", la.local_addr().unwrap()),
+        format!("http://{}", lb.local_addr().unwrap()),
+    );
+    let mut east_config = regional(
+        RegionId::UsEast,
+        (RegionId::EuWest, ub.clone()),
+        nats,
+        &deployment,
+    );
+    east_config.regions.min_window = Duration::from_secs(4);
+    east_config.regions.delete_source_after = Duration::from_secs(2);
+    let east = spawn_app_on(la, east_config).await;
+    let west = if west_up {
+        let config: AppConfig = regional(
+            RegionId::EuWest,
+            (RegionId::UsEast, ua.clone()),
+            nats,
+            &deployment,
+        );
+        let west = spawn_empty_on(lb, config).await;
+        let key = east.admin_key.clone();
+        wait_for("the organization in eu-west", 30, || async {
+            (west.get("/organizations/current", &key).await.status == 200).then_some(())
+        })
+        .await;
+        Some(west)
+    } else {
+        drop(lb);
+        None
+    };
+    (east, west, ua, ub)
+}
+
+async fn region_view(app: &TestApp, key: &str) -> Value {
+    let r = app
+        .client
+        .get(format!(
+            "http://{}/api/v1/organizations/current/region",
+            app.addr
+        ))
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    r.json::<Value>().await.unwrap()["data"].clone()
+}
+
+async fn set_region(app: &TestApp, key: &str, body: Value) -> (u16, Value) {
+    let r = app
+        .client
+        .put(format!(
+            "http://{}/api/v1/organizations/current/region",
+            app.addr
+        ))
+        .bearer_auth(key)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+}
+
+/// Points of `asset` in the hour from `from`, as the API counts them.
+async fn count_points(app: &TestApp, key: &str, asset: &str, from: i64) -> u64 {
+    let q = format!(
+        "/telemetry?asset_id={asset}&start={}&end={}&per_page=1",
+        ts(from),
+        ts(from + HOUR)
+    );
+    let r = app.get(&q, key).await.expect(200);
+    r.json["meta"]["total"].as_u64().unwrap()
+}
+
+async fn mqtt_publisher(url: &str) -> rumqttc::AsyncClient {
+    let broker = plantd_model::data_source::parse_url(url).unwrap();
+    let opts = rumqttc::MqttOptions::new(
+        format!(
+            "plantd-migration-{}",
+            unique_name().replace(['.', ' '], "-")
+        ),
+        broker.host.clone(),
+        broker.port.unwrap_or(1883),
+    );
+    let (client, mut events) = rumqttc::AsyncClient::new(opts, 64);
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let mut ready = Some(ready_tx);
+        while let Ok(e) = events.poll().await {
+            if let rumqttc::Event::Incoming(rumqttc::Packet::ConnAck(_)) = e
+                && let Some(tx) = ready.take()
+            {
+                let _ = tx.send(());
+            }
+        }
+    });
+    tokio::time::timeout(Duration::from_secs(10), ready_rx)
+        .await
+        .expect("the publisher connects")
+        .unwrap();
+    client
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_organization_moves_to_another_region() {
+    let Some(nats) = plantd_test_support::peer(
+        "PLANTD_TEST_NATS_URL",
+        "(e.g. nats://127.0.0.1:4222, with JetStream) to move an organization between regions",
+    ) else {
+        return;
+    };
+    let mqtt = std::env::var("PLANTD_TEST_MQTT_URL").ok();
+    let (east, west, _ua, ub) = two_regions(&nats, true).await;
+    let west = west.unwrap();
+    let key = east.admin_key.clone();
+    let b = (Timestamp::now().millis() - 2 * 86_400_000).div_euclid(HOUR) * HOUR;
+
+    // Resident data in us-east: points of two tags, a dashboard, an alert rule.
+    let points: Vec<Value> = (0..600)
+        .map(|i| {
+            json!({"asset_id": "Pump_01", "tag_name": if i % 2 == 0 { "Flow" } else { "Temp" },
+                   "value": i as f64 * 0.5, "timestamp": Timestamp::from_millis(b + i * 1000).to_rfc3339()})
+        })
+        .collect();
+    east.post("/telemetry", &key, json!({"data": points}))
+        .await
+        .expect(200);
+    let dashboard = east
+        .post(
+            "/dashboards",
+            &key,
+            json!({"name": "Pumps", "description": "moved"}),
+        )
+        .await
+        .expect(201)
+        .id();
+    // A platform connector reading the machine's broker, when there is one.
+    let prefix = format!("mig{}", unique_name().replace(['.', ' ', '-'], ""));
+    if let Some(url) = &mqtt {
+        let ds = east
+            .post(
+                "/data-sources",
+                &key,
+                json!({"name": "broker", "type": "mqtt", "config": {
+                    "broker_url": url, "topics": [format!("{prefix}/#")], "qos": 1,
+                    "asset_id_topic_level": 1, "tag_name_topic_level": 2}}),
+            )
+            .await
+            .expect(201)
+            .id();
+        wait_for("the connector connected", 30, || async {
+            let s = east.get(&format!("/data-sources/{ds}"), &key).await;
+            (s.json["data"]["status"] == "connected").then_some(())
+        })
+        .await;
+    }
+
+    // Refusals: not Enterprise, unknown region, a region not served, the current region.
+    let (_, other_key) = east.other_org("Small Works", Tier::Professional).await;
+    let (status, body) = set_region(&east, &other_key, json!({"region": "eu-west"})).await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(body["error"]["code"], "authorization_error");
+    let (status, body) = set_region(&east, &key, json!({"region": "mars-1"})).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["details"][0]["field"], "region");
+    let (status, body) = set_region(&east, &key, json!({"region": "ap-northeast"})).await;
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("region:"),
+        "{body}"
+    );
+    let (status, body) = set_region(&east, &key, json!({"region": "us-east"})).await;
+    assert_eq!(status, 409, "{body}");
+
+    // Scheduled now.
+    let (status, body) = set_region(
+        &east,
+        &key,
+        json!({"region": "eu-west", "migration_time": Timestamp::now().to_rfc3339()}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["status"], "scheduled");
+    assert_eq!(body["data"]["target_region"], "eu-west");
+    assert_eq!(body["data"]["estimate"], "1-2 hours");
+    let (status, _) = set_region(&east, &key, json!({"region": "eu-west"})).await;
+    assert_eq!(status, 409, "one migration at a time");
+    let started = Instant::now();
+
+    // The window: writes wait, reads are served.
+    let view = wait_for("the migration running", 20, || async {
+        let v = region_view(&east, &key).await;
+        (v["migration"]["status"] == "running").then_some(v)
+    })
+    .await;
+    assert!(view["migration"]["started_at"].is_string(), "{view}");
+    assert!(view["migration"]["progress"].as_i64().unwrap() <= 100);
+    let late = json!({"data": [{"asset_id": "Pump_01", "tag_name": "Flow", "value": 1.0,
+        "timestamp": Timestamp::from_millis(b + 3_000_000).to_rfc3339()}]});
+    let r = east
+        .post("/telemetry", &key, late.clone())
+        .await
+        .expect(409);
+    assert_eq!(r.code(), "conflict");
+    assert!(
+        r.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("moving to another region")
+    );
+    assert_eq!(r.header("retry-after"), Some("5"));
+    east.post("/dashboards", &key, json!({"name": "New"}))
+        .await
+        .expect(409);
+    east.get(&format!("/dashboards/{dashboard}"), &key)
+        .await
+        .expect(200);
+    assert_eq!(count_points(&east, &key, "Pump_01", b).await, 600);
+    // The connector keeps reading: its points are held for eu-west.
+    if let Some(url) = &mqtt {
+        let publisher = mqtt_publisher(url).await;
+        for i in 0..20 {
+            let at = Timestamp::from_millis(b + HOUR / 2 + i * 1000);
+            publisher
+                .publish(
+                    format!("{prefix}/Press_01/Force"),
+                    rumqttc::QoS::AtLeastOnce,
+                    false,
+                    json!({"value": i as f64, "timestamp": at.to_rfc3339()}).to_string(),
+                )
+                .await
+                .unwrap();
+        }
+    }
+
+    // Completed: the organization's primary region is eu-west everywhere.
+    let view = wait_for("the migration completed", 60, || async {
+        let v = region_view(&east, &key).await;
+        match v["migration"]["status"].as_str() {
+            Some("completed") => Some(v),
+            Some("failed") => panic!("the migration failed: {v}"),
+            _ => None,
+        }
+    })
+    .await;
+    eprintln!("migration of a small organization: {:?}", started.elapsed());
+    assert!(
+        started.elapsed() >= Duration::from_secs(4),
+        "the window stays open 4 s"
+    );
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert_eq!(view["primary_region"], "eu-west", "{view}");
+    assert_eq!(view["migration"]["progress"], 100);
+    assert_eq!(view["endpoints"]["api"], format!("{ub}/v1"));
+
+    // eu-west serves it: the points, the dashboard, and takes writes.
+    assert_eq!(count_points(&west, &key, "Pump_01", b).await, 600);
+    let d = west
+        .get(&format!("/dashboards/{dashboard}"), &key)
+        .await
+        .expect(200);
+    assert_eq!(d.json["data"]["name"], "Pumps");
+    west.post("/telemetry", &key, late).await.expect(200);
+    assert_eq!(count_points(&west, &key, "Pump_01", b).await, 601);
+    if mqtt.is_some() {
+        assert_eq!(
+            count_points(&west, &key, "Press_01", b).await,
+            20,
+            "held points written in eu-west"
+        );
+    }
+    // us-east redirects.
+    let no_redirects = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let r = no_redirects
+        .get(format!("{}/dashboards/{dashboard}", east.base))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 307);
+    assert_eq!(
+        r.headers()["location"].to_str().unwrap(),
+        format!("{ub}/v1/dashboards/{dashboard}")
+    );
+    // The copy left in us-east is deleted after its delay (2 s here).
+    let org = east.org_id.clone();
+    wait_for("us-east's copy deleted", 30, || async {
+        let rows = east
+            .store
+            .resident_rows("dashboards", &org, 0, 10)
+            .await
+            .unwrap();
+        rows.rows.is_empty().then_some(())
+    })
+    .await;
+    let moved = east
+        .store
+        .latest_region_migration(&org)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(moved.source_deleted_at.is_some());
+    let verified: Value = serde_json::from_str(moved.verified.as_deref().unwrap()).unwrap();
+    assert_eq!(verified["points"]["count"], 600, "{verified}");
+    assert_eq!(verified["tables"]["dashboards"]["count"], 1, "{verified}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_migration_leaves_the_organization_where_it_was() {
+    let Some(nats) = plantd_test_support::peer(
+        "PLANTD_TEST_NATS_URL",
+        "(e.g. nats://127.0.0.1:4222, with JetStream) to move an organization between regions",
+    ) else {
+        return;
+    };
+    // eu-west is served by the deployment, but its instance is down.
+    let (east, _, _, _) = two_regions(&nats, false).await;
+    let key = east.admin_key.clone();
+    let b = (Timestamp::now().millis() - 2 * 86_400_000).div_euclid(HOUR) * HOUR;
+    let points: Vec<Value> = (0..50)
+        .map(|i| {
+            json!({"asset_id": "Fan_01", "tag_name": "Speed", "value": i as f64,
+            "timestamp": Timestamp::from_millis(b + i * 1000).to_rfc3339()})
+        })
+        .collect();
+    east.post("/telemetry", &key, json!({"data": points}))
+        .await
+        .expect(200);
+    let (status, body) = set_region(&east, &key, json!({"region": "eu-west"})).await;
+    assert_eq!(status, 200, "{body}");
+    let view = wait_for("the migration failed", 60, || async {
+        let v = region_view(&east, &key).await;
+        (v["migration"]["status"] == "failed").then_some(v)
+    })
+    .await;
+    assert_eq!(view["primary_region"], "us-east", "{view}");
+    let error = view["migration"]["error"].as_str().unwrap();
+    assert!(error.contains("eu-west"), "{error}");
+    // Writable again, nothing lost.
+    let more = json!({"data": [{"asset_id": "Fan_01", "tag_name": "Speed", "value": 99.0,
+        "timestamp": Timestamp::from_millis(b + 100_000).to_rfc3339()}]});
+    east.post("/telemetry", &key, more).await.expect(200);
+    assert_eq!(count_points(&east, &key, "Fan_01", b).await, 51);
+    east.post("/dashboards", &key, json!({"name": "After"}))
+        .await
+        .expect(201);
+}
