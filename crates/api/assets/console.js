@@ -218,7 +218,7 @@
       try { read.body = JSON.parse(input && input.value ? input.value : 'null'); } catch (e) { read.errors.push({ field: field, message: 'is not valid JSON: ' + e.message }); }
     }
     if (read.errors.length) { showErrors(form, { message: 'please correct the marked fields', details: read.errors }); return; }
-    if (action.indexOf('/v1/') !== 0) { showErrors(form, { message: 'this form has no API address (data-action)' }); return; }
+    if (action.indexOf('/v1/') !== 0 && action.indexOf('/api/v1/') !== 0) { showErrors(form, { message: 'this form has no API address (data-action)' }); return; }
     const init = { method: method, credentials: 'same-origin', headers: { Accept: 'application/json' } };
     if (method !== 'GET' && method !== 'HEAD' && (method !== 'DELETE' || (read.body && Object.keys(read.body).length))) {
       init.headers['Content-Type'] = 'application/json';

@@ -38,6 +38,19 @@ pub(crate) async fn page(
     let health = app.regions_health().await;
     let regions = app.regions();
     let here = app.region_settings().region;
+    let targets: Vec<_> = view
+        .available_regions
+        .iter()
+        .filter(|r| **r != view.primary_region)
+        .collect();
+    let may_move = browser.may(plantd_model::Scope::Admin)
+        && browser.caller.tier == plantd_model::tier::Tier::Enterprise
+        && view.primary_region == here
+        && !targets.is_empty()
+        && !view
+            .migration
+            .as_ref()
+            .is_some_and(|m| m.status == "scheduled" || m.status == "running");
     let body = html! {
         h1 { "Regions" }
         p {
@@ -84,6 +97,36 @@ pub(crate) async fn page(
                             }
                         }
                     }
+                }
+            }
+        }
+        section id="migration" {
+            h2 { "Migration" }
+            @match &view.migration {
+                Some(m) => {
+                    p {
+                        "Move from " code { (m.source_region) } " to " code { (m.target_region) } ": "
+                        (state_badge(match m.status.as_str() { "completed" => "synced", "running" | "scheduled" => "lagging", other => other }))
+                        " " strong class="migration-status" { (m.status) }
+                        @if m.status == "running" { " (" (m.progress) " %; the data is read-only until it ends)" }
+                        @if m.status == "scheduled" { " for " (maybe_time(Some(m.migration_time))) }
+                        @if let Some(f) = m.finished_at { "; ended " (maybe_time(Some(f))) }
+                        "."
+                    }
+                    @if let Some(e) = &m.error { p class="form-error" { (e) } }
+                }
+                None => p { "This organization never moved." }
+            }
+            @if may_move {
+                form class="api-form" data-method="PUT" data-action="/api/v1/organizations/current/region"
+                    data-confirm="Move the organization's data? It is read-only while it moves." {
+                    label for="target-region" { "Move the data to" }
+                    select id="target-region" name="region" {
+                        @for r in &targets { option value=(r) { (r) } }
+                    }
+                    p class="field-error" data-error-for="region" {}
+                    button type="submit" { "Move now" }
+                    p class="form-error" role="alert" {}
                 }
             }
         }

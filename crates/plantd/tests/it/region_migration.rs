@@ -207,6 +207,34 @@ async fn an_organization_moves_to_another_region() {
     let (status, body) = set_region(&east, &key, json!({"region": "us-east"})).await;
     assert_eq!(status, 409, "{body}");
 
+    // The Regions page offers the move to an owner of an Enterprise organization.
+    let cookie =
+        crate::console::console_cookie(&east, "owner@example.com", "station-7-valve").await;
+    let page = |app: &TestApp| {
+        let (client, url, cookie) = (
+            app.client.clone(),
+            format!("http://{}/regions", app.addr),
+            cookie.clone(),
+        );
+        async move {
+            let r = client
+                .get(url)
+                .header("cookie", cookie)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status().as_u16(), 200);
+            r.text().await.unwrap()
+        }
+    };
+    let html = page(&east).await;
+    assert!(
+        html.contains("data-action=\"/api/v1/organizations/current/region\""),
+        "{html}"
+    );
+    assert!(html.contains("<option value=\"eu-west\">"), "{html}");
+    assert!(html.contains("This organization never moved."), "{html}");
+
     // Scheduled now.
     let (status, body) = set_region(
         &east,
@@ -287,6 +315,12 @@ async fn an_organization_moves_to_another_region() {
     assert_eq!(view["primary_region"], "eu-west", "{view}");
     assert_eq!(view["migration"]["progress"], 100);
     assert_eq!(view["endpoints"]["api"], format!("{ub}/v1"));
+    let html = page(&east).await;
+    assert!(
+        html.contains("<strong class=\"migration-status\">completed</strong>"),
+        "{html}"
+    );
+    assert!(!html.contains("Move now"), "{html}");
 
     // eu-west serves it: the points, the dashboard, and takes writes.
     assert_eq!(count_points(&west, &key, "Pump_01", b).await, 600);
