@@ -43,6 +43,9 @@ pub(crate) enum Suite {
     MlLive,
     /// BI SQL over 10,000,000 raw points beside DuckDB on the same points.
     Bi,
+    /// An organization's move between regions with `--points` raw points, beside PostgreSQL
+    /// copying the same rows between two databases.
+    Migration,
     /// Replication lag between two regions through NATS JetStream under 1,000 changes/s.
     Regions,
 }
@@ -211,8 +214,15 @@ pub(crate) fn spawn_server(
     if let Some(url) = database_url {
         storage.extend(["--database-url".into(), url.into()]);
     }
+    // A free port unless the suite names the address (regions that must know each other's).
+    let listen: &[&str] = if extra.contains(&"--listen") {
+        &[]
+    } else {
+        &["--listen", "127.0.0.1:0"]
+    };
     let mut child = Command::new(&o.plantd_path)
-        .args(["serve", "--listen", "127.0.0.1:0"])
+        .arg("serve")
+        .args(listen)
         .args(extra)
         .args(&storage)
         // PLANTD_BENCH_LOG: the server's log filter, to see what it does during a run.

@@ -13,6 +13,7 @@ mod fleet;
 mod harness;
 mod identity;
 mod licenses;
+mod migration;
 mod ml_datasets;
 mod ml_forest;
 mod ota;
@@ -42,5 +43,6 @@ async fn main() -> Result<()> {
         Suite::MlLive => ml_forest::live_scoring(&o).await,
         Suite::Bi => bi::run(&o).await,
         Suite::Regions => regions::run(&o).await,
+        Suite::Migration => migration::run(&o).await,
     }
 }
