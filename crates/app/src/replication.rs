@@ -333,7 +333,7 @@ async fn publish_outbox(
         let subject = subject_of(&settings.deployment, settings.region);
         let mut acks = Vec::with_capacity(entries.len());
         let mut published = Vec::with_capacity(entries.len());
-        for e in &entries {
+        for e in coalesced(&entries) {
             let record = app
                 .store()
                 .replicated_record(e.kind, &e.key)
@@ -373,6 +373,48 @@ async fn publish_outbox(
     }
 }
 
+/// The records of a batch of queued changes, each once: a record changed several times is
+/// published once, as it is now (every publication carries the record's whole current state),
+/// at the place of its first change (so a user still comes before the membership that names
+/// it), with the sequence of its last change (its message id, unique per region).
+fn coalesced(entries: &[plantd_store::OutboxEntry]) -> Vec<plantd_store::OutboxEntry> {
+    let mut out: Vec<plantd_store::OutboxEntry> = Vec::with_capacity(entries.len());
+    let mut at: std::collections::HashMap<(ReplicatedKind, &str), usize> =
+        std::collections::HashMap::new();
+    for e in entries {
+        match at.get(&(e.kind, e.key.as_str())) {
+            Some(&i) => out[i].seq = out[i].seq.max(e.seq),
+            None => {
+                at.insert((e.kind, e.key.as_str()), out.len());
+                out.push(e.clone());
+            }
+        }
+    }
+    out
+}
+
+/// Other regions' changes of a batch, each record once: its newest change (last writer wins
+/// anyway), at the place of its first.
+fn newest_per_record(changes: Vec<Change>) -> Vec<Change> {
+    let mut out: Vec<Change> = Vec::with_capacity(changes.len());
+    let mut at: std::collections::HashMap<(String, String), usize> =
+        std::collections::HashMap::new();
+    for c in changes {
+        match at.get(&(c.kind.clone(), c.key.clone())) {
+            Some(&i) => {
+                if (c.version, &c.region) > (out[i].version, &out[i].region) {
+                    out[i] = c;
+                }
+            }
+            None => {
+                at.insert((c.kind.clone(), c.key.clone()), out.len());
+                out.push(c);
+            }
+        }
+    }
+    out
+}
+
 /// Applies one batch of other regions' changes (waiting briefly for some), then acknowledges it.
 async fn apply_incoming(
     app: &App,
@@ -405,7 +447,7 @@ async fn apply_incoming(
         }
     }
     if !changes.is_empty() {
-        apply(app, &changes).await?;
+        apply(app, &newest_per_record(changes)).await?;
     }
     for m in &messages {
         m.ack().await.map_err(|e| format!("ack: {e}"))?;
@@ -448,6 +490,45 @@ async fn apply(app: &App, changes: &[Change]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_record_changed_twice_in_a_batch_goes_once_at_its_first_place() {
+        let e = |seq, kind, key: &str| plantd_store::OutboxEntry {
+            seq,
+            kind,
+            key: key.into(),
+        };
+        let batch = [
+            e(1, ReplicatedKind::User, "u1"),
+            e(2, ReplicatedKind::Membership, "o1/u1"),
+            e(3, ReplicatedKind::User, "u1"),
+            e(4, ReplicatedKind::Organization, "o1"),
+            e(5, ReplicatedKind::Organization, "o1"),
+        ];
+        let out: Vec<(i64, String)> = coalesced(&batch)
+            .into_iter()
+            .map(|e| (e.seq, e.key))
+            .collect();
+        assert_eq!(
+            out,
+            [(3, "u1".into()), (2, "o1/u1".into()), (5, "o1".into())]
+        );
+        let c = |version, region: &str, key: &str| Change {
+            kind: "user".into(),
+            key: key.into(),
+            version,
+            region: region.into(),
+            record: None,
+        };
+        let newest = newest_per_record(vec![
+            c(10, "us-east", "a"),
+            c(5, "eu-west", "b"),
+            c(12, "us-east", "a"),
+            c(11, "eu-west", "a"),
+        ]);
+        let got: Vec<(String, i64)> = newest.into_iter().map(|c| (c.key, c.version)).collect();
+        assert_eq!(got, [("a".into(), 12), ("b".into(), 5)]);
+    }
 
     #[test]
     fn names_carry_the_deployment() {
