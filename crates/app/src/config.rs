@@ -114,6 +114,9 @@ pub struct RegionSettings {
     /// A completed migration's copy in the source region is deleted this long after the switch
     /// (`[regions] delete_source_after_secs`, default 7 days).
     pub delete_source_after: std::time::Duration,
+    /// How often an organization's resident data is copied to its secondary region
+    /// (`[regions] standby_interval_secs`, default 900: within the RPO of Enterprise Premium).
+    pub standby_every: std::time::Duration,
 }
 
 impl Default for RegionSettings {
@@ -126,6 +129,7 @@ impl Default for RegionSettings {
             mqtt_url: None,
             min_window: std::time::Duration::from_secs(5),
             delete_source_after: std::time::Duration::from_secs(7 * 24 * 3600),
+            standby_every: std::time::Duration::from_secs(900),
         }
     }
 }

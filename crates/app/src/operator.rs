@@ -181,3 +181,24 @@ pub async fn first_start(
         password,
     }))
 }
+
+/// Failover (issue 33): the organization's primary region becomes `region`, this instance's,
+/// which holds a copy of its resident data sent by the former primary region (the secondary
+/// copy); what the former primary took after that copy is not here. The change replicates to
+/// every region as they are reachable. Answers the copy's time.
+pub async fn fail_over(
+    store: &Store,
+    org_id: &str,
+    region: &str,
+) -> Result<plantd_store::StandbyCopy, OperatorError> {
+    let org = resolve_org(store, Some(org_id)).await?;
+    let held = store.standby_copy(&org.id, "held").await?.ok_or_else(|| {
+        OperatorError::Invalid(format!(
+            "this instance holds no secondary copy of organization {}: fail over at its secondary region",
+            org.id
+        ))
+    })?;
+    store.set_org_primary_region(&org.id, region).await?;
+    store.forget_standby_copy(&org.id, "held").await?;
+    Ok(held)
+}

@@ -24,6 +24,9 @@ use crate::telemetry::points_bucket;
 #[serde(deny_unknown_fields)]
 pub struct OrganizationUpdate {
     pub name: Option<String>,
+    /// Strict data residency (Enterprise): the organization's resident data never leaves its
+    /// primary region (no secondary copy; SPEC 3 rule 5). Shown by the region view.
+    pub data_residency_enabled: Option<bool>,
     #[schema(value_type = Option<String>, read_only)]
     pub tier: Option<Value>,
     #[schema(value_type = Option<String>, read_only)]
@@ -99,9 +102,18 @@ impl App {
             v.add("tier", "is set by the operator (plantd orgs create --tier) and cannot be changed through the API");
         }
         v.finish()?;
+        if let Some(strict) = update.data_residency_enabled {
+            if current.tier != plantd_model::Tier::Enterprise {
+                return Err(AppError::Forbidden(format!(
+                    "data residency is part of the Enterprise plan; this organization is on the {} plan",
+                    current.tier
+                )));
+            }
+            self.store().set_org_residency(org_id, strict).await?;
+        }
         Ok(match update.name {
             Some(name) => self.store().update_org_name(org_id, name.trim()).await?,
-            None => current,
+            None => self.store().org(org_id).await?,
         })
     }
 

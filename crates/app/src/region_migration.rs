@@ -20,14 +20,17 @@ use plantd_model::region::RegionId;
 use plantd_model::telemetry::Point;
 use plantd_model::tier::Tier;
 use plantd_store::RegionMigration;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use crate::app::App;
 use crate::caller::Caller;
 use crate::error::{AppError, AppResult};
-use crate::migration_copy::{self, Piece, PointsPiece, Publisher, Sums};
+use crate::migration_copy::{self, Piece, PointsPiece, Publisher};
+use crate::migration_target::{
+    Reply, Request, answer, ask, delete_copy, not_resident_here, purge, request_subject,
+};
 use crate::replication::safe_name;
 
 const WORKER: &str = "region migrations";
@@ -37,9 +40,8 @@ const IMPORT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 const FINISH_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 /// How long the source waits for the organization's connectors to stop after the switch.
 const CONNECTORS_STOP: Duration = Duration::from_secs(30);
-/// After the switch the target keeps writing points still arriving on the held subject (a
-/// node of the source that had not yet seen the window close) for this long.
-const HELD_GRACE: Duration = Duration::from_secs(30);
+/// The secondary copies due are looked for this often.
+const STANDBY_ROUNDS: Duration = Duration::from_secs(5);
 /// A client told to wait is told this many seconds.
 const RETRY_AFTER_SECS: u64 = 5;
 
@@ -91,37 +93,6 @@ impl From<RegionMigration> for MigrationView {
             source_deleted_after: m.delete_after,
         }
     }
-}
-
-/// What the source asks the target's instance.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
-enum Request {
-    Import {
-        migration_id: String,
-        org_id: String,
-    },
-    Finish {
-        migration_id: String,
-        org_id: String,
-    },
-    Abort {
-        migration_id: String,
-        org_id: String,
-    },
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(tag = "reply", rename_all = "snake_case")]
-enum Reply {
-    Imported { sums: Sums },
-    Finished { held_points: u64 },
-    Aborted,
-    Failed { error: String },
-}
-
-fn request_subject(deployment: &str, region: RegionId) -> String {
-    format!("plantd.{}.migrate.{region}", safe_name(deployment))
 }
 
 fn estimate_of(bytes: u64) -> &'static str {
@@ -276,6 +247,7 @@ pub(crate) async fn run(app: App, mut stop: watch::Receiver<bool>) {
         app.workers().report(WORKER, Err(e));
     }
     let mut lease = None;
+    let mut standby_round = Instant::now();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -320,6 +292,10 @@ pub(crate) async fn run(app: App, mut stop: watch::Receiver<bool>) {
                 .report(WORKER, Err(plantd_model::error_chain(&e))),
         }
         delete_moved_copies(&app).await;
+        if standby_round.elapsed() >= STANDBY_ROUNDS {
+            crate::standby::round(&app, &js).await;
+            standby_round = Instant::now();
+        }
     }
 }
 
@@ -549,158 +525,6 @@ async fn fail(app: &App, js: &jetstream::Context, m: &RegionMigration, why: Stri
         &migration_copy::data_subject(&app.region_settings().deployment, &m.id),
     )
     .await;
-}
-
-async fn purge(app: &App, js: &jetstream::Context, subject: &str) {
-    let name = migration_copy::stream_name(&app.region_settings().deployment);
-    if let Ok(stream) = js.get_stream(name).await
-        && let Err(e) = stream.purge().filter(subject).await
-    {
-        tracing::warn!(error = %e, subject, "cannot purge a migration's messages; they expire within a week");
-    }
-}
-
-async fn ask(
-    js: &jetstream::Context,
-    deployment: &str,
-    target: RegionId,
-    request: &Request,
-    timeout: Duration,
-) -> Result<Reply, String> {
-    let payload = serde_json::to_vec(request).map_err(|e| e.to_string())?;
-    let answer = js
-        .client()
-        .send_request(
-            request_subject(deployment, target),
-            async_nats::client::Request::new()
-                .payload(payload.into())
-                .timeout(Some(timeout)),
-        )
-        .await
-        .map_err(|e| format!("no answer from {target}'s instance over NATS: {e}"))?;
-    serde_json::from_slice(&answer.payload)
-        .map_err(|e| format!("unreadable answer from {target}: {e}"))
-}
-
-/// The target's side: answers one request of a source region.
-async fn answer(app: &App, js: &jetstream::Context, m: async_nats::Message) {
-    let Some(reply_to) = m.reply.clone() else {
-        return;
-    };
-    let reply = match serde_json::from_slice::<Request>(&m.payload) {
-        Ok(r) => handle(app, js, r).await,
-        Err(e) => Reply::Failed {
-            error: format!("unreadable request: {e}"),
-        },
-    };
-    let payload = serde_json::to_vec(&reply).unwrap_or_default();
-    if let Err(e) = js.client().publish(reply_to, payload.into()).await {
-        tracing::warn!(error = %e, "cannot answer a region migration request");
-    }
-}
-
-async fn handle(app: &App, js: &jetstream::Context, request: Request) -> Reply {
-    let own = app.region_settings().region;
-    let failed = |error: String| Reply::Failed { error };
-    match request {
-        Request::Import {
-            migration_id,
-            org_id,
-        } => {
-            if let Err(e) = not_resident_here(app, &org_id, own).await {
-                return failed(e);
-            }
-            tracing::info!(org = %org_id, migration = %migration_id, "receiving an organization's resident data");
-            let result = async {
-                delete_copy(app, &org_id).await?;
-                migration_copy::receive(app, js, &migration_id, &org_id).await
-            }
-            .await;
-            match result {
-                Ok(sums) => Reply::Imported { sums },
-                Err(e) => {
-                    let _ = delete_copy(app, &org_id).await;
-                    failed(e)
-                }
-            }
-        }
-        Request::Finish {
-            migration_id,
-            org_id,
-        } => match migration_copy::write_held(app, js, &migration_id, &org_id, 0).await {
-            Ok((held, last)) => {
-                if let Err(e) = app
-                    .store()
-                    .set_org_primary_region(&org_id, own.as_str())
-                    .await
-                {
-                    return failed(plantd_model::error_chain(&e));
-                }
-                app.regional().org_regions().forget(|o, _| *o == org_id);
-                let _ = app.store().data_sources_changed(&org_id).await;
-                tracing::info!(org = %org_id, held, "an organization moved here");
-                // Points a node of the source published late are written too.
-                let (app, js) = (app.clone(), js.clone());
-                tokio::spawn(async move {
-                    let started = Instant::now();
-                    let mut after = last;
-                    while started.elapsed() < HELD_GRACE {
-                        tokio::time::sleep(Duration::from_secs(2)).await;
-                        if let Ok((_, l)) =
-                            migration_copy::write_held(&app, &js, &migration_id, &org_id, after)
-                                .await
-                        {
-                            after = l;
-                        }
-                    }
-                    let subject = migration_copy::held_subject(
-                        &app.region_settings().deployment,
-                        &migration_id,
-                    );
-                    purge(&app, &js, &subject).await;
-                });
-                Reply::Finished { held_points: held }
-            }
-            Err(e) => failed(e),
-        },
-        Request::Abort { org_id, .. } => {
-            if let Err(e) = not_resident_here(app, &org_id, own).await {
-                return failed(e);
-            }
-            match delete_copy(app, &org_id).await {
-                Ok(()) => Reply::Aborted,
-                Err(e) => failed(e),
-            }
-        }
-    }
-}
-
-/// A copy is received, or deleted, only for an organization whose data is not served here.
-async fn not_resident_here(app: &App, org_id: &str, own: RegionId) -> Result<(), String> {
-    match app.org_primary_region(org_id).await {
-        Ok((region, _)) if region != own => Ok(()),
-        Ok(_) => Err(format!(
-            "the organization's data is served by {own} already"
-        )),
-        Err(e) => Err(format!(
-            "organization {org_id} is not known here yet (replication behind?): {}",
-            plantd_model::error_chain(&e)
-        )),
-    }
-}
-
-/// Deletes the organization's resident data here (a copy that failed, or the source's copy
-/// after a completed migration's delay).
-async fn delete_copy(app: &App, org_id: &str) -> Result<(), String> {
-    app.store()
-        .delete_resident_rows(org_id)
-        .await
-        .map_err(|e| plantd_model::error_chain(&e))?;
-    app.tsdb()
-        .delete_org_points(org_id)
-        .await
-        .map_err(|e| plantd_model::error_chain(&e))?;
-    Ok(())
 }
 
 /// The source's copies whose delay has passed, deleted (unless the organization came back).

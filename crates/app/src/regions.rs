@@ -61,9 +61,24 @@ pub struct OrgRegionView {
     #[schema(value_type = Vec<String>)]
     pub available_regions: Vec<RegionId>,
     pub endpoints: Endpoints,
+    /// The copy of its resident data in its secondary region (active-passive), when one was
+    /// made: the secondary region and when the copy was taken (as this instance knows it: the
+    /// primary region's instance the copy it sent, the secondary's the copy it holds).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secondary_copy: Option<SecondaryCopy>,
     /// The organization's newest region migration, when it had one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub migration: Option<crate::region_migration::MigrationView>,
+}
+
+/// The copy of an organization's resident data in its secondary region.
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+pub struct SecondaryCopy {
+    #[schema(value_type = String, example = "eu-west")]
+    pub region: String,
+    pub copied_at: Timestamp,
+    pub points: i64,
+    pub rows: i64,
 }
 
 /// A probe slower than this answers `degraded`.
@@ -231,8 +246,29 @@ impl App {
             data_residency_enabled: strict,
             available_regions: self.region_settings().served(),
             endpoints: self.endpoints_of(primary),
+            secondary_copy: self.secondary_copy(org_id).await?,
             migration: self.org_migration(org_id).await?,
         })
+    }
+
+    async fn secondary_copy(&self, org_id: &str) -> Result<Option<SecondaryCopy>, AppError> {
+        let own = self.region_settings().region.as_str().to_string();
+        let sent = self.store().standby_copy(org_id, "sent").await?;
+        let copy = match sent {
+            Some(c) => Some(c),
+            None => self.store().standby_copy(org_id, "held").await?.map(|c| {
+                plantd_store::StandbyCopy {
+                    region: own.clone(),
+                    ..c
+                }
+            }),
+        };
+        Ok(copy.map(|c| SecondaryCopy {
+            region: c.region,
+            copied_at: c.copied_at,
+            points: c.points,
+            rows: c.rows,
+        }))
     }
 
     /// Where the organization's resident data is served when that is not this instance: the

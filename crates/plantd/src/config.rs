@@ -56,6 +56,8 @@ pub struct RegionsFileConfig {
     /// A moved organization's copy in its old region is deleted this long after the switch
     /// (default 604,800: 7 days).
     pub delete_source_after_secs: Option<u64>,
+    /// How often an organization's data is copied to its secondary region (default 900).
+    pub standby_interval_secs: Option<u64>,
 }
 
 /// `[bi]`: embedded dashboards and reports.
@@ -349,6 +351,7 @@ impl ServeConfig {
         let mut settings = regions.resolve()?;
         settings.min_window = self.api.regions.min_window;
         settings.delete_source_after = self.api.regions.delete_source_after;
+        settings.standby_every = self.api.regions.standby_every;
         if let Some(mqtt) = &self.mqtt
             && mqtt.listen.port() != 0
         {
@@ -398,6 +401,12 @@ impl ServeConfig {
             }
             if let Some(s) = r.delete_source_after_secs {
                 regions.delete_source_after = Duration::from_secs(s);
+            }
+            if let Some(s) = r.standby_interval_secs {
+                if s < 10 {
+                    bail!("regions.standby_interval_secs must be at least 10");
+                }
+                regions.standby_every = Duration::from_secs(s);
             }
         }
         let listen_text = listen

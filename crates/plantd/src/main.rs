@@ -144,6 +144,18 @@ enum OrgsCommand {
         #[command(flatten)]
         storage: StorageArgs,
     },
+    /// Fail over: make this instance's region the organization's primary region, with the copy
+    /// of its data the former primary region last sent here (run at its secondary region when
+    /// the primary is lost; docs/api.md, "Regions").
+    Failover {
+        /// The organization's id.
+        org: String,
+        /// This instance's region (as given to `plantd serve --region`).
+        #[arg(long, default_value = "us-east", env = "PLANTD_REGION")]
+        region: String,
+        #[command(flatten)]
+        storage: StorageArgs,
+    },
 }
 
 #[derive(Subcommand)]
@@ -294,6 +306,29 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let (_, _, store) = open_store(&storage).await?;
             let org = operator::create_org(&store, &name, tier).await?;
             println!("{}", org.id);
+            Ok(())
+        }
+        Command::Orgs {
+            command:
+                OrgsCommand::Failover {
+                    org,
+                    region,
+                    storage,
+                },
+        } => {
+            let region: plantd_model::region::RegionId = region
+                .parse()
+                .map_err(|e: String| anyhow::anyhow!("--region: {e}"))?;
+            let (_, _, store) = open_store(&storage).await?;
+            let held = operator::fail_over(&store, &org, region.as_str()).await?;
+            println!(
+                "{org} is now served by {region}, with the copy taken at {} in {} ({} points, {} rows); what came after it stayed in {}",
+                held.copied_at.to_rfc3339(),
+                held.region,
+                held.points,
+                held.rows,
+                held.region
+            );
             Ok(())
         }
         Command::License { command } => license::run(command),

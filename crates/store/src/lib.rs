@@ -37,6 +37,7 @@ mod region_migration;
 mod replication;
 mod rows;
 mod sql;
+mod standby;
 mod store;
 mod tags;
 #[cfg(feature = "testing")]
@@ -74,6 +75,7 @@ pub use orgs::NewUser;
 pub use ota::{NewDeployment, OtaCommand, ReportUpdate};
 pub use region_migration::{Cell, RESIDENT_TABLES, RegionMigration, ResidentTable, TableRows};
 pub use replication::{Change, OutboxEntry};
+pub use standby::StandbyCopy;
 pub use store::Store;
 pub use tags::StoredTag;
 pub use webhooks::{AttemptOutcome, Delivery, Webhook};

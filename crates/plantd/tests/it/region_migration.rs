@@ -417,3 +417,180 @@ async fn a_failed_migration_leaves_the_organization_where_it_was() {
         .await
         .expect(201);
 }
+
+/// Active-passive: us-east copies the organization's resident data to eu-west (its secondary
+/// region); strict residency deletes that copy and stops copying; with residency relaxed the
+/// copy is made again; us-east stops, and eu-west fails over with the copy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secondary_region_holds_a_copy_and_takes_over() {
+    let Some(nats) = plantd_test_support::peer(
+        "PLANTD_TEST_NATS_URL",
+        "(e.g. nats://127.0.0.1:4222, with JetStream) to copy an organization to its secondary region",
+    ) else {
+        return;
+    };
+    let deployment = format!("s{}", unique_name().replace(['.', ' '], "_"));
+    let (la, lb) = (bind_loopback().await, bind_loopback().await);
+    let (ua, ub) = (
+        format!("http://{}", la.local_addr().unwrap()),
+        format!("http://{}", lb.local_addr().unwrap()),
+    );
+    let mut east_config = regional(
+        RegionId::UsEast,
+        (RegionId::EuWest, ub.clone()),
+        &nats,
+        &deployment,
+    );
+    east_config.regions.standby_every = Duration::from_secs(10);
+    let east = spawn_app_on(la, east_config).await;
+    let mut west_config = regional(
+        RegionId::EuWest,
+        (RegionId::UsEast, ua.clone()),
+        &nats,
+        &deployment,
+    );
+    west_config.key_cache_ttl = Duration::from_secs(1);
+    let west = spawn_empty_on(lb, west_config).await;
+    let key = east.admin_key.clone();
+    let org = east.org_id.clone();
+    wait_for("the organization in eu-west", 30, || async {
+        (west.get("/organizations/current", &key).await.status == 200).then_some(())
+    })
+    .await;
+    let b = (Timestamp::now().millis() - 2 * 86_400_000).div_euclid(HOUR) * HOUR;
+    let points: Vec<Value> = (0..100)
+        .map(|i| {
+            json!({"asset_id": "Mixer_01", "tag_name": "Torque", "value": i as f64,
+            "timestamp": Timestamp::from_millis(b + i * 1000).to_rfc3339()})
+        })
+        .collect();
+    east.post("/telemetry", &key, json!({"data": points}))
+        .await
+        .expect(200);
+    let dashboard = east
+        .post("/dashboards", &key, json!({"name": "Mixers"}))
+        .await
+        .expect(201)
+        .id();
+
+    // The copy reaches eu-west within the interval (10 s here; 15 min by default).
+    let copy = wait_for("the secondary copy", 60, || async {
+        let v = region_view(&east, &key).await;
+        (v["secondary_copy"]["points"] == 100).then_some(v["secondary_copy"].clone())
+    })
+    .await;
+    assert_eq!(copy["region"], "eu-west", "{copy}");
+    let held = west
+        .store
+        .standby_copy(&org, "held")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(held.region, "us-east");
+    assert_eq!(held.points, 100);
+    assert_eq!(
+        west.store
+            .resident_rows("dashboards", &org, 0, 10)
+            .await
+            .unwrap()
+            .rows
+            .len(),
+        1
+    );
+    // eu-west still redirects to the primary region: the copy is not served.
+    let no_redirects = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let r = no_redirects
+        .get(format!("{}/dashboards/{dashboard}", west.base))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 307);
+
+    // Strict residency: the copy in eu-west is deleted, none is made while it holds.
+    let (_, other_key) = east.other_org("Small Works", Tier::Professional).await;
+    let r = east
+        .put(
+            "/organizations/current",
+            &other_key,
+            json!({"data_residency_enabled": true}),
+        )
+        .await
+        .expect(403);
+    assert_eq!(r.code(), "authorization_error");
+    east.put(
+        "/organizations/current",
+        &key,
+        json!({"data_residency_enabled": true}),
+    )
+    .await
+    .expect(200);
+    assert_eq!(
+        region_view(&east, &key).await["data_residency_enabled"],
+        true
+    );
+    wait_for("the copy in eu-west deleted", 60, || async {
+        let gone = west
+            .store
+            .standby_copy(&org, "held")
+            .await
+            .unwrap()
+            .is_none()
+            && west
+                .store
+                .resident_rows("dashboards", &org, 0, 10)
+                .await
+                .unwrap()
+                .rows
+                .is_empty()
+            && region_view(&east, &key).await["secondary_copy"].is_null();
+        gone.then_some(())
+    })
+    .await;
+    east.put(
+        "/organizations/current",
+        &key,
+        json!({"data_residency_enabled": false}),
+    )
+    .await
+    .expect(200);
+    wait_for("the copy made again", 60, || async {
+        west.store
+            .standby_copy(&org, "held")
+            .await
+            .unwrap()
+            .filter(|h| h.points == 100)
+    })
+    .await;
+
+    // us-east is lost; eu-west fails over with the copy.
+    east.stop().await;
+    let held = plantd_app::operator::fail_over(&west.store, &org, "eu-west")
+        .await
+        .unwrap();
+    assert_eq!(held.points, 100);
+    let d = wait_for("eu-west serving the organization", 30, || async {
+        let r = west.get(&format!("/dashboards/{dashboard}"), &key).await;
+        (r.status == 200).then_some(r)
+    })
+    .await;
+    assert_eq!(d.json["data"]["name"], "Mixers");
+    assert_eq!(count_points(&west, &key, "Mixer_01", b).await, 100);
+    assert_eq!(region_view(&west, &key).await["primary_region"], "eu-west");
+    west.post(
+        "/telemetry",
+        &key,
+        json!({"data": [{"asset_id": "Mixer_01", "tag_name": "Torque", "value": 1.0,
+            "timestamp": Timestamp::from_millis(b + 500_000).to_rfc3339()}]}),
+    )
+    .await
+    .expect(200);
+    // Without a copy, failing over is refused.
+    let e = plantd_app::operator::fail_over(&west.store, &org, "eu-west")
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("holds no secondary copy"), "{e}");
+}
