@@ -94,6 +94,14 @@ async fn first_start_operator_commands_and_graceful_shutdown() {
     assert!(ok, "{err}");
     let org_id = org_id.trim().to_string();
     assert_eq!(org_id.len(), 36, "stdout must be the id alone: {org_id:?}");
+    // A failover where no secondary copy is held is refused, saying so.
+    let (ok, _, err) = run(&[
+        &["orgs", "failover", &org_id, "--region", "eu-west"][..],
+        &storage,
+    ]
+    .concat());
+    assert!(!ok);
+    assert!(err.contains("holds no secondary copy"), "{err}");
     let (ok, _, err) = run(&[
         &[
             "users",
@@ -359,6 +367,7 @@ fn every_command_answers_help() {
         vec!["keys", "create"],
         vec!["keys", "rotate-signing"],
         vec!["orgs", "create"],
+        vec!["orgs", "failover"],
         vec!["users", "create"],
         vec!["license", "verify"],
         vec!["sim"],
