@@ -46,6 +46,9 @@ pub(crate) enum Suite {
     /// An organization's move between regions with `--points` raw points, beside PostgreSQL
     /// copying the same rows between two databases.
     Migration,
+    /// The live stream across three nodes of one region (100 WebSocket clients), beside
+    /// Mosquitto fanning out the same batches.
+    Nodes,
     /// Replication lag between two regions through NATS JetStream under 1,000 changes/s.
     Regions,
 }

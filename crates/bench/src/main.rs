@@ -16,6 +16,7 @@ mod licenses;
 mod migration;
 mod ml_datasets;
 mod ml_forest;
+mod nodes;
 mod ota;
 mod regions;
 mod sim;
@@ -44,5 +45,6 @@ async fn main() -> Result<()> {
         Suite::Bi => bi::run(&o).await,
         Suite::Regions => regions::run(&o).await,
         Suite::Migration => migration::run(&o).await,
+        Suite::Nodes => nodes::run(&o).await,
     }
 }
