@@ -119,6 +119,8 @@ async fn handle(app: &App, js: &jetstream::Context, request: Request) -> Reply {
                 return failed(e);
             }
             tracing::info!(org = %org_id, migration = %migration_id, "receiving an organization's resident data");
+            // A secondary copy held here is replaced by the migration's (and is no longer one).
+            let _ = app.store().forget_standby_copy(&org_id, "held").await;
             let result = async {
                 delete_copy(app, &org_id).await?;
                 migration_copy::receive(app, js, &migration_id, &org_id).await

@@ -357,6 +357,8 @@ async fn migrate(app: &App, js: &jetstream::Context, m: RegionMigration) {
                 tracing::error!(error = %plantd_model::error_chain(&e), "cannot record a completed region migration");
             }
             app.regional().close_window(&m.org_id, &m.id);
+            // The secondary copy this region sent is the new primary region's concern now.
+            let _ = app.store().forget_standby_copy(&m.org_id, "sent").await;
             purge(
                 app,
                 js,
@@ -538,7 +540,12 @@ async fn delete_moved_copies(app: &App) {
     };
     let own = app.region_settings().region;
     for m in due {
-        if not_resident_here(app, &m.org_id, own).await.is_ok() {
+        // Kept when it has become the new primary region's secondary copy.
+        let standby = matches!(
+            app.store().standby_copy(&m.org_id, "held").await,
+            Ok(Some(_))
+        );
+        if !standby && not_resident_here(app, &m.org_id, own).await.is_ok() {
             match delete_copy(app, &m.org_id).await {
                 Ok(()) => {
                     tracing::info!(org = %m.org_id, migration = %m.id, "the moved organization's copy in this region is deleted")
