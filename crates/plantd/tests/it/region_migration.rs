@@ -147,6 +147,16 @@ async fn an_organization_moves_to_another_region() {
     let key = east.admin_key.clone();
     let b = (Timestamp::now().millis() - 2 * 86_400_000).div_euclid(HOUR) * HOUR;
 
+    // Strict residency: the data lives in one region only (no secondary copy), so once moved
+    // its old copy in us-east is deleted (without it, us-east would keep it as eu-west's
+    // secondary copy).
+    east.put(
+        "/organizations/current",
+        &key,
+        json!({"data_residency_enabled": true}),
+    )
+    .await
+    .expect(200);
     // Resident data in us-east: points of two tags, a dashboard, an alert rule.
     let points: Vec<Value> = (0..600)
         .map(|i| {
