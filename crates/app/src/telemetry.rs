@@ -244,6 +244,16 @@ impl App {
         {
             return Err(refusal);
         }
+        // An organization that moved to another region stores nothing here any more (a device
+        // still connected to this region's MQTT channel is told where to go; the API's doors
+        // redirect before this).
+        if window.is_none()
+            && let Some(root) = self.resident_elsewhere(&caller.org_id).await?
+        {
+            return Err(AppError::Conflict(format!(
+                "this organization's data is served by its primary region at {root}: send it there"
+            )));
+        }
         let oldest = self.oldest_accepted(now);
         let (points, batch_source) = match batch {
             // A valid body is read straight into points; anything off is read again the
@@ -314,21 +324,33 @@ impl App {
         let started = Instant::now();
         let points = Arc::new(points);
         self.hold_points(migration, &points).await?;
+        let accepted = points.len();
+        Ok(self.after_write(org_id, points, accepted, started).await)
+    }
+
+    /// Once a batch is written (or held): alert rules evaluated, live subscribers told; the
+    /// timings from `started`.
+    async fn after_write(
+        &self,
+        org_id: &str,
+        points: Arc<Vec<Point>>,
+        accepted: usize,
+        started: Instant,
+    ) -> Stored {
         let write = started.elapsed();
         self.alert_engine()
             .evaluate(self.store(), self.events(), org_id, &points)
             .await;
         let alerts = started.elapsed() - write;
-        let accepted = points.len();
         self.events().publish(Event::Telemetry {
             org_id: org_id.into(),
             points,
         });
-        Ok(Stored {
+        Stored {
             accepted,
             write,
             alerts,
-        })
+        }
     }
 
     /// The tier's storage quota and ingestion limits, the durable write (with `audit` in the
@@ -356,21 +378,8 @@ impl App {
         self.admit_points(org_id, tier, points.len() as u64, now)?;
         let started = Instant::now();
         let accepted = self.tsdb().ingest(org_id, points.clone(), audit).await?;
-        let write = started.elapsed();
         // Committed: evaluate alert rules, tell live subscribers.
-        self.alert_engine()
-            .evaluate(self.store(), self.events(), org_id, &points)
-            .await;
-        let alerts = started.elapsed() - write;
-        self.events().publish(Event::Telemetry {
-            org_id: org_id.into(),
-            points,
-        });
-        Ok(Stored {
-            accepted,
-            write,
-            alerts,
-        })
+        Ok(self.after_write(org_id, points, accepted, started).await)
     }
 
     /// Every named data source must be one of the organization's (or the device that sends

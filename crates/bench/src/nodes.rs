@@ -8,17 +8,13 @@
 //! subscribers of one topic (QoS 0).
 
 use anyhow::{Result, bail};
-use futures_util::{SinkExt, StreamExt};
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
 
-use crate::harness::{
-    Options, connect, create_postgres_db, drop_database, spawn_server, start_server_with,
-};
-use crate::telemetry::{body, now_ms, post};
+use crate::harness::{Options, create_postgres_db, drop_database, spawn_server, start_server_with};
+use crate::telemetry::{body, fan_out_over, now_ms};
 
 const CLIENTS: usize = 100;
 const BATCHES: usize = 500;
@@ -26,52 +22,8 @@ const POINTS: usize = 10;
 
 /// Points received per second by all clients, and the share of the batches each received.
 async fn plantd(addrs: &[String], key: &str) -> Result<(f64, f64)> {
-    let received = Arc::new(AtomicU64::new(0));
-    let mut readers = Vec::new();
-    for i in 0..CLIENTS {
-        let addr = &addrs[i % addrs.len()];
-        let mut req = format!("ws://{addr}/v1/ws").into_client_request()?;
-        req.headers_mut()
-            .insert("authorization", format!("Bearer {key}").parse()?);
-        let (mut ws, _) = tokio_tungstenite::connect_async(req).await?;
-        ws.send(Message::Text(
-            "{\"type\":\"subscribe\",\"asset_id\":\"fan\"}".into(),
-        ))
-        .await?;
-        let _subscribed = ws.next().await;
-        let received = received.clone();
-        readers.push(tokio::spawn(async move {
-            let mut n = 0;
-            while n < BATCHES {
-                match tokio::time::timeout(Duration::from_secs(20), ws.next()).await {
-                    Ok(Some(Ok(Message::Text(_)))) => {
-                        n += 1;
-                        received.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Ok(Some(Ok(_))) => {}
-                    _ => break,
-                }
-            }
-        }));
-    }
-    let writer = &addrs[0];
-    let mut sender = connect(writer).await?;
-    let started = Instant::now();
-    for b in 0..BATCHES {
-        let first = now_ms() - 600_000 + (b * POINTS) as i64;
-        if post(&mut sender, writer, key, body("fan", first, 1, POINTS)).await? != 200 {
-            bail!("ingest failed");
-        }
-    }
-    for r in readers {
-        let _ = r.await;
-    }
-    let secs = started.elapsed().as_secs_f64();
-    let messages = received.load(Ordering::Relaxed) as f64;
-    Ok((
-        messages * POINTS as f64 / secs,
-        messages / (CLIENTS * BATCHES) as f64,
-    ))
+    let (messages, share) = fan_out_over(addrs, key, CLIENTS, BATCHES).await?;
+    Ok((messages * POINTS as f64, share))
 }
 
 /// The same batches through Mosquitto to as many subscribers.

@@ -625,9 +625,20 @@ fn peak_rss_mb(server: &Server) -> String {
 }
 
 /// Messages per second delivered to `subscribers` WebSocket clients, each subscribed to every
-/// point of the organization, while one writer ingests batches of `batch` points.
+/// point of the organization, while one writer ingests `batches` batches of 10 points; and the
+/// share of the messages due that arrived.
 pub async fn fan_out(
     addr: &str,
+    key: &str,
+    subscribers: usize,
+    batches: usize,
+) -> Result<(f64, f64)> {
+    fan_out_over(&[addr.to_string()], key, subscribers, batches).await
+}
+
+/// [`fan_out`] with the clients spread over the nodes `addrs` (the writer at the first).
+pub async fn fan_out_over(
+    addrs: &[String],
     key: &str,
     subscribers: usize,
     batches: usize,
@@ -638,8 +649,10 @@ pub async fn fan_out(
     use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
     let received = Arc::new(AtomicU64::new(0));
     let mut readers = Vec::new();
-    for _ in 0..subscribers {
-        let mut req = format!("ws://{addr}/v1/ws").into_client_request()?;
+    let addr = addrs[0].as_str();
+    for i in 0..subscribers {
+        let node = &addrs[i % addrs.len()];
+        let mut req = format!("ws://{node}/v1/ws").into_client_request()?;
         req.headers_mut()
             .insert("authorization", format!("Bearer {key}").parse()?);
         let (mut ws, _) = tokio_tungstenite::connect_async(req).await?;

@@ -890,9 +890,15 @@ async fn mqtt_source_maps_payloads_from_mosquitto_and_reconnects() {
     );
 }
 
-async fn publisher(broker: &plantd_model::data_source::ParsedUrl) -> rumqttc::AsyncClient {
+/// A publisher connected to the broker (a client id of its own, so tests run side by side).
+pub(crate) async fn publisher(
+    broker: &plantd_model::data_source::ParsedUrl,
+) -> rumqttc::AsyncClient {
     let opts = rumqttc::MqttOptions::new(
-        format!("plantd-test-pub-{}", std::process::id()),
+        format!(
+            "plantd-test-pub-{}",
+            plantd_test_support::unique_name().replace(['.', ' '], "-")
+        ),
         broker.host.clone(),
         broker.port.unwrap_or(1883),
     );

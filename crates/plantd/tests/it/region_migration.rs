@@ -25,30 +25,36 @@ fn ts(ms: i64) -> String {
     Timestamp::from_millis(ms).to_rfc3339().replace('+', "%2B")
 }
 
-/// Two regions of one deployment; us-east has the organization (Enterprise) and its key.
-async fn two_regions(nats: &str, west_up: bool) -> (TestApp, Option<TestApp>, String, String) {
+/// Two regions of one deployment; us-east has the organization (Enterprise) and its key;
+/// eu-west, when up, has received them. Each configuration is adjusted by its function.
+async fn two_regions(
+    nats: &str,
+    west_up: bool,
+    east_config: impl FnOnce(&mut AppConfig),
+    west_config: impl FnOnce(&mut AppConfig),
+) -> (TestApp, Option<TestApp>, String, String) {
     let deployment = format!("m{}", unique_name().replace(['.', ' '], "_"));
     let (la, lb) = (bind_loopback().await, bind_loopback().await);
     let (ua, ub) = (
         format!("http://{}", la.local_addr().unwrap()),
         format!("http://{}", lb.local_addr().unwrap()),
     );
-    let mut east_config = regional(
+    let mut east = regional(
         RegionId::UsEast,
         (RegionId::EuWest, ub.clone()),
         nats,
         &deployment,
     );
-    east_config.regions.min_window = Duration::from_secs(4);
-    east_config.regions.delete_source_after = Duration::from_secs(2);
-    let east = spawn_app_on(la, east_config).await;
+    east_config(&mut east);
+    let east = spawn_app_on(la, east).await;
     let west = if west_up {
-        let config: AppConfig = regional(
+        let mut config = regional(
             RegionId::EuWest,
             (RegionId::UsEast, ua.clone()),
             nats,
             &deployment,
         );
+        west_config(&mut config);
         let west = spawn_empty_on(lb, config).await;
         let key = east.admin_key.clone();
         wait_for("the organization in eu-west", 30, || async {
@@ -61,6 +67,12 @@ async fn two_regions(nats: &str, west_up: bool) -> (TestApp, Option<TestApp>, St
         None
     };
     (east, west, ua, ub)
+}
+
+/// A migration's window of 4 s, and the source's copy deleted 2 s after the switch.
+fn quick_migration(c: &mut AppConfig) {
+    c.regions.min_window = Duration::from_secs(4);
+    c.regions.delete_source_after = Duration::from_secs(2);
 }
 
 async fn region_view(app: &TestApp, key: &str) -> Value {
@@ -104,35 +116,6 @@ async fn count_points(app: &TestApp, key: &str, asset: &str, from: i64) -> u64 {
     r.json["meta"]["total"].as_u64().unwrap()
 }
 
-async fn mqtt_publisher(url: &str) -> rumqttc::AsyncClient {
-    let broker = plantd_model::data_source::parse_url(url).unwrap();
-    let opts = rumqttc::MqttOptions::new(
-        format!(
-            "plantd-migration-{}",
-            unique_name().replace(['.', ' '], "-")
-        ),
-        broker.host.clone(),
-        broker.port.unwrap_or(1883),
-    );
-    let (client, mut events) = rumqttc::AsyncClient::new(opts, 64);
-    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-    tokio::spawn(async move {
-        let mut ready = Some(ready_tx);
-        while let Ok(e) = events.poll().await {
-            if let rumqttc::Event::Incoming(rumqttc::Packet::ConnAck(_)) = e
-                && let Some(tx) = ready.take()
-            {
-                let _ = tx.send(());
-            }
-        }
-    });
-    tokio::time::timeout(Duration::from_secs(10), ready_rx)
-        .await
-        .expect("the publisher connects")
-        .unwrap();
-    client
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_organization_moves_to_another_region() {
     let Some(nats) = plantd_test_support::peer(
@@ -142,7 +125,7 @@ async fn an_organization_moves_to_another_region() {
         return;
     };
     let mqtt = std::env::var("PLANTD_TEST_MQTT_URL").ok();
-    let (east, west, _ua, ub) = two_regions(&nats, true).await;
+    let (east, west, _ua, ub) = two_regions(&nats, true, quick_migration, |_| {}).await;
     let west = west.unwrap();
     let key = east.admin_key.clone();
     let b = (Timestamp::now().millis() - 2 * 86_400_000).div_euclid(HOUR) * HOUR;
@@ -291,7 +274,8 @@ async fn an_organization_moves_to_another_region() {
     assert_eq!(count_points(&east, &key, "Pump_01", b).await, 600);
     // The connector keeps reading: its points are held for eu-west.
     if let Some(url) = &mqtt {
-        let publisher = mqtt_publisher(url).await;
+        let publisher =
+            crate::connectors::publisher(&plantd_model::data_source::parse_url(url).unwrap()).await;
         for i in 0..20 {
             let at = Timestamp::from_millis(b + HOUR / 2 + i * 1000);
             publisher
@@ -348,6 +332,33 @@ async fn an_organization_moves_to_another_region() {
             "held points written in eu-west"
         );
     }
+    // A device still connected to us-east's MQTT channel is told where the data goes now, and
+    // nothing is stored in us-east.
+    let device = plantd_app::Caller {
+        credential: plantd_app::Credential::Device { id: "dev-1".into() },
+        org_id: east.org_id.clone(),
+        user_id: None,
+        scopes: vec![],
+        tier: Tier::Enterprise,
+    };
+    let refused = east
+        .app
+        .ingest(
+            &device,
+            plantd_app::telemetry::Batch::Points(vec![plantd_model::telemetry::Point {
+                asset_id: "Pump_01".into(),
+                tag_name: "Flow".into(),
+                value: 2.0,
+                timestamp: Timestamp::from_millis(b + 3_100_000),
+                quality: plantd_model::telemetry::Quality::Good,
+                data_source_id: None,
+            }]),
+            None,
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains(&ub), "{refused}");
     // us-east redirects.
     let no_redirects = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
@@ -396,7 +407,7 @@ async fn a_failed_migration_leaves_the_organization_where_it_was() {
         return;
     };
     // eu-west is served by the deployment, but its instance is down.
-    let (east, _, _, _) = two_regions(&nats, false).await;
+    let (east, _, _, _) = two_regions(&nats, false, quick_migration, |_| {}).await;
     let key = east.admin_key.clone();
     let b = (Timestamp::now().millis() - 2 * 86_400_000).div_euclid(HOUR) * HOUR;
     let points: Vec<Value> = (0..50)
@@ -439,34 +450,17 @@ async fn a_secondary_region_holds_a_copy_and_takes_over() {
     ) else {
         return;
     };
-    let deployment = format!("s{}", unique_name().replace(['.', ' '], "_"));
-    let (la, lb) = (bind_loopback().await, bind_loopback().await);
-    let (ua, ub) = (
-        format!("http://{}", la.local_addr().unwrap()),
-        format!("http://{}", lb.local_addr().unwrap()),
-    );
-    let mut east_config = regional(
-        RegionId::UsEast,
-        (RegionId::EuWest, ub.clone()),
+    let (east, west, _, _) = two_regions(
         &nats,
-        &deployment,
-    );
-    east_config.regions.standby_every = Duration::from_secs(10);
-    let east = spawn_app_on(la, east_config).await;
-    let mut west_config = regional(
-        RegionId::EuWest,
-        (RegionId::UsEast, ua.clone()),
-        &nats,
-        &deployment,
-    );
-    west_config.key_cache_ttl = Duration::from_secs(1);
-    let west = spawn_empty_on(lb, west_config).await;
+        true,
+        |c| c.regions.standby_every = Duration::from_secs(10),
+        // eu-west looks the organization's region up again after a second (the failover).
+        |c| c.key_cache_ttl = Duration::from_secs(1),
+    )
+    .await;
+    let west = west.unwrap();
     let key = east.admin_key.clone();
     let org = east.org_id.clone();
-    wait_for("the organization in eu-west", 30, || async {
-        (west.get("/organizations/current", &key).await.status == 200).then_some(())
-    })
-    .await;
     let b = (Timestamp::now().millis() - 2 * 86_400_000).div_euclid(HOUR) * HOUR;
     let points: Vec<Value> = (0..100)
         .map(|i| {
