@@ -246,6 +246,17 @@ pub(crate) async fn run(app: App, mut stop: watch::Receiver<bool>) {
     if let Err(e) = migration_copy::migration_stream(&js, &settings.deployment).await {
         app.workers().report(WORKER, Err(e));
     }
+    // Requests are answered beside the source's work, never behind it: two regions copying to
+    // each other at once would otherwise wait for each other.
+    let _responder = AbortOnDrop({
+        let (app, js) = (app.clone(), js.clone());
+        tokio::spawn(async move {
+            while let Some(m) = requests.next().await {
+                let (app, js) = (app.clone(), js.clone());
+                tokio::spawn(async move { answer(&app, &js, m).await });
+            }
+        })
+    });
     let mut lease = None;
     let mut standby_round = Instant::now();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -254,11 +265,6 @@ pub(crate) async fn run(app: App, mut stop: watch::Receiver<bool>) {
         tokio::select! {
             _ = tick.tick() => {}
             _ = app.regional().migration_wake().notified() => {}
-            Some(m) = requests.next() => {
-                let (app, js) = (app.clone(), js.clone());
-                tokio::spawn(async move { answer(&app, &js, m).await });
-                continue;
-            }
             _ = stop.changed() => return,
         }
         refresh_windows(&app).await;

@@ -1,6 +1,6 @@
 //! `plantd-bench regions`: replication lag between two regions (issue 33). us-east and eu-west
 //! run as two release servers, each with its own SQLite database, replicating through the
-//! machine's NATS JetStream (`PLANTD_BENCH_NATS_URL`, default `nats://127.0.0.1:4222`). Four
+//! machine's NATS JetStream (`PLANTD_BENCH_NATS_URL`, default `nats://127.0.0.1:4222`). Eight
 //! clients rename the organization in us-east at 1,000 changes/s in all, each new name carrying
 //! the time it was sent; a reader in eu-west reads the organization as fast as it answers, and
 //! each name it sees gives one lag (sent in us-east → readable in eu-west: the commit, the
@@ -17,7 +17,7 @@ use crate::harness::{Options, Probe, connect, spawn_server, start_server_with};
 /// Changes per second in us-east, in all.
 const RATE: u64 = 1_000;
 /// Clients making them.
-const WRITERS: u64 = 4;
+const WRITERS: u64 = 8;
 
 fn now_ms() -> i64 {
     plantd_model::Timestamp::now().millis()

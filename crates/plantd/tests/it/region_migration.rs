@@ -461,6 +461,10 @@ async fn a_secondary_region_holds_a_copy_and_takes_over() {
     let west = west.unwrap();
     let key = east.admin_key.clone();
     let org = east.org_id.clone();
+    // eu-west serves an organization of its own: the two regions copy to each other at once.
+    let west_org = plantd_app::operator::create_org(&west.store, "West Works", Tier::Enterprise)
+        .await
+        .unwrap();
     let b = (Timestamp::now().millis() - 2 * 86_400_000).div_euclid(HOUR) * HOUR;
     let points: Vec<Value> = (0..100)
         .map(|i| {
@@ -484,6 +488,11 @@ async fn a_secondary_region_holds_a_copy_and_takes_over() {
     })
     .await;
     assert_eq!(copy["region"], "eu-west", "{copy}");
+    let other = wait_for("eu-west's organization copied to us-east", 60, || async {
+        east.store.standby_copy(&west_org.id, "held").await.unwrap()
+    })
+    .await;
+    assert_eq!(other.region, "eu-west");
     let held = west
         .store
         .standby_copy(&org, "held")
