@@ -109,7 +109,8 @@ async fn org_region(State(state): State<AppState>, caller: Auth) -> ApiResult<Re
 /// `Retry-After` on ingest) and its region view shows the migration's progress.
 #[utoipa::path(put, path = "/api/v1/organizations/current/region", tag = "regions",
     request_body = SetRegion,
-    responses((status = 200, body = Data<MigrationScheduled>)))]
+    responses((status = 200, body = Data<MigrationScheduled>),
+        (status = 409, description = "The region is not served or is the current one, a migration is scheduled or running, or the deployment has no NATS")))]
 async fn set_org_region(
     State(state): State<AppState>,
     caller: Auth,
