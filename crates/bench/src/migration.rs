@@ -22,9 +22,9 @@ use crate::harness::{
 use crate::telemetry::{now_ms, rfc3339};
 
 const SERIES: u64 = 100;
-/// Points per request: 50 of every series.
-const PER_SERIES_BATCH: u64 = 50;
-/// Clients ingesting.
+/// Points per request: 100 of every series (10,000, the most a request takes).
+const PER_SERIES_BATCH: u64 = 100;
+/// Clients ingesting, each with a key of its own (an endpoint's limit is per key).
 const CLIENTS: u64 = 4;
 
 async fn call(
@@ -48,13 +48,13 @@ async fn call(
 }
 
 /// Ingests `points` (100 series, one point a second each, oldest first) with four clients.
-async fn ingest(addr: &str, key: &str, points: u64) -> Result<f64> {
+async fn ingest(addr: &str, keys: &[String], points: u64) -> Result<f64> {
     let per_series = points / SERIES;
     let t0 = now_ms() - (per_series as i64 + 60) * 1000;
     let started = Instant::now();
     let mut clients = Vec::new();
     for c in 0..CLIENTS {
-        let (addr, key) = (addr.to_string(), key.to_string());
+        let (addr, key) = (addr.to_string(), keys[c as usize % keys.len()].clone());
         clients.push(tokio::spawn(async move {
             let mut sender = connect(&addr).await?;
             let mut first = c * PER_SERIES_BATCH;
@@ -140,7 +140,20 @@ async fn plantd(o: &Options, nats: &str) -> Result<(f64, Value)> {
             &deployment,
         ],
     )?;
-    let rate = ingest(&east.addr, &key, o.points).await?;
+    // Strict residency: no secondary copy of the organization runs beside the migration.
+    let (status, body) = call(
+        &east.addr,
+        "PUT",
+        "/v1/organizations/current",
+        &key,
+        Some(json!({"data_residency_enabled": true})),
+    )
+    .await?;
+    if status != 200 {
+        bail!("PUT organization answered {status}: {body}");
+    }
+    let keys = crate::telemetry::create_keys(o, &east, CLIENTS as usize)?;
+    let rate = ingest(&east.addr, &keys, o.points).await?;
     println!(
         "ingested {} points in us-east at {rate:.0} points/s",
         o.points
