@@ -164,6 +164,25 @@ pub(crate) struct Sums {
 const MERGED_TABLES: [&str; 2] = ["api_key_usage", "audit_logs"];
 
 impl Sums {
+    /// The record of a secondary copy holding these figures (`role` `sent` or `held`; `region`
+    /// the other end; `copied_at` when it was taken, ms).
+    pub(crate) fn standby_copy(
+        &self,
+        org_id: &str,
+        role: &str,
+        region: &str,
+        copied_at: i64,
+    ) -> plantd_store::StandbyCopy {
+        plantd_store::StandbyCopy {
+            org_id: org_id.to_string(),
+            role: role.to_string(),
+            region: region.to_string(),
+            copied_at: Timestamp::from_millis(copied_at),
+            points: self.points.count as i64,
+            rows: self.tables.values().map(|s| s.count as i64).sum(),
+        }
+    }
+
     /// The first difference between the source's figures and the target's, named.
     pub(crate) fn difference(&self, target: &Sums) -> Option<String> {
         for (table, sum) in &self.tables {
@@ -323,8 +342,9 @@ pub(crate) async fn read_org(
     mut out: Option<&mut Publisher>,
     progress: &mut (dyn FnMut(f64) + Send),
 ) -> Result<Sums, String> {
-    let err = |e: &dyn std::fmt::Display| e.to_string();
     let mut sums = Sums::default();
+    // The OTA package files, named by the packages' rows as they pass.
+    let mut package_files = std::collections::BTreeSet::new();
     for (i, t) in RESIDENT_TABLES.iter().enumerate() {
         let mut sum = Sum::default();
         let mut offset = 0;
@@ -335,8 +355,14 @@ pub(crate) async fn read_org(
                 .await
                 .map_err(|e| plantd_model::error_chain(&e))?;
             let n = page.rows.len() as i64;
+            let sha_column = (t.name == "ota_packages")
+                .then(|| page.columns.iter().position(|c| c == "sha256"))
+                .flatten();
             for row in &page.rows {
                 sum.add(row_hash(row));
+                if let Some(Cell::Text(sha)) = sha_column.and_then(|c| row.get(c)) {
+                    package_files.insert(sha.clone());
+                }
             }
             if let Some(p) = out.as_deref_mut()
                 && n > 0
@@ -408,11 +434,11 @@ pub(crate) async fn read_org(
         }
         progress(0.2 + 0.6 * (i + 1) as f64 / n_series as f64);
     }
-    for sha in package_files(app, org_id).await? {
+    for sha in package_files {
         let path = crate::ota_packages::blob_path(&app.config().ota_dir, &sha);
         let bytes = tokio::fs::read(&path)
             .await
-            .map_err(|e| format!("OTA package file {}: {}", path.display(), err(&e)))?;
+            .map_err(|e| format!("OTA package file {}: {e}", path.display()))?;
         let mut h = Sha256::new();
         h.update(sha.as_bytes());
         h.update(&bytes);
@@ -442,32 +468,6 @@ pub(crate) async fn read_org(
     }
     progress(0.85);
     Ok(sums)
-}
-
-/// The SHA-256 of the organization's OTA package files, each once.
-async fn package_files(app: &App, org_id: &str) -> Result<Vec<String>, String> {
-    let mut shas = Vec::new();
-    let mut offset = 0;
-    loop {
-        let page = app
-            .store()
-            .resident_rows("ota_packages", org_id, offset, PAGE_ROWS)
-            .await
-            .map_err(|e| plantd_model::error_chain(&e))?;
-        let col = page.columns.iter().position(|c| c == "sha256");
-        for row in &page.rows {
-            if let Some(Cell::Text(sha)) = col.and_then(|c| row.get(c)) {
-                shas.push(sha.clone());
-            }
-        }
-        if (page.rows.len() as i64) < PAGE_ROWS {
-            break;
-        }
-        offset += PAGE_ROWS;
-    }
-    shas.sort();
-    shas.dedup();
-    Ok(shas)
 }
 
 /// The target's side of a copy: reads the migration's data subject to its end, writes every

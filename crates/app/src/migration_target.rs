@@ -6,14 +6,12 @@
 //! resident data here).
 
 use async_nats::jetstream;
-use plantd_model::Timestamp;
 use plantd_model::region::RegionId;
-use plantd_store::StandbyCopy;
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 
 use crate::app::App;
-use crate::migration_copy::{self, Sums};
+use crate::migration_copy::{self, Piece, Publisher, Sums};
 use crate::replication::safe_name;
 
 /// After the switch the target keeps writing points still arriving on the held subject (a
@@ -90,6 +88,68 @@ pub(crate) async fn ask(
         .map_err(|e| format!("unreadable answer from {target}: {e}"))
 }
 
+/// The source's side of one copy, for a migration and a secondary copy alike: the
+/// organization's resident data published on the subject of the copy `request` names (an
+/// import or a secondary copy; its progress told to `progress`), `request` asked of `target`, and the target's figures compared with the
+/// source's. Answers the figures and the bytes published; the subject is the caller's to purge.
+pub(crate) async fn send_copy(
+    app: &App,
+    js: &jetstream::Context,
+    target: RegionId,
+    request: &Request,
+    timeout: Duration,
+    progress: &mut (dyn FnMut(f64) + Send),
+) -> Result<(Sums, u64), String> {
+    let (copy_id, org_id) = match request {
+        Request::Import {
+            migration_id,
+            org_id,
+        } => (migration_id, org_id),
+        Request::Standby {
+            copy_id, org_id, ..
+        } => (copy_id, org_id),
+        other => return Err(format!("{other:?} carries no copy")),
+    };
+    let deployment = app.region_settings().deployment.clone();
+    let mut out = Publisher::new(
+        js.clone(),
+        migration_copy::data_subject(&deployment, copy_id),
+    );
+    let sums = migration_copy::read_org(app, org_id, Some(&mut out), progress).await?;
+    out.piece(&Piece::End { sums: sums.clone() }).await?;
+    out.flush().await?;
+    tracing::info!(copy = %copy_id, bytes = out.bytes, points = sums.points.count, "a copy is published");
+    match ask(js, &deployment, target, request, timeout).await? {
+        Reply::Imported { sums: theirs } => match sums.difference(&theirs) {
+            Some(d) => Err(format!("the copy at {target} is not the source's: {d}")),
+            None => Ok((sums, out.bytes)),
+        },
+        Reply::Failed { error } => Err(format!("{target} could not write the copy: {error}")),
+        other => Err(format!("{target} answered {other:?}")),
+    }
+}
+
+/// The target's side of one copy: what it held of the organization deleted, the copy on
+/// `copy_id`'s subject written and counted; a copy that fails is deleted.
+async fn replace_copy(
+    app: &App,
+    js: &jetstream::Context,
+    copy_id: &str,
+    org_id: &str,
+) -> Result<Sums, String> {
+    // A secondary copy held here is replaced (by a migration's copy it is no longer one).
+    let _ = app.store().forget_standby_copy(org_id, "held").await;
+    let result = async {
+        delete_copy(app, org_id).await?;
+        migration_copy::receive(app, js, copy_id, org_id).await
+    }
+    .await;
+    if result.is_err() {
+        let _ = delete_copy(app, org_id).await;
+    }
+    result
+}
+
 /// The target's side: answers one request of a source region.
 pub(crate) async fn answer(app: &App, js: &jetstream::Context, m: async_nats::Message) {
     let Some(reply_to) = m.reply.clone() else {
@@ -119,19 +179,9 @@ async fn handle(app: &App, js: &jetstream::Context, request: Request) -> Reply {
                 return failed(e);
             }
             tracing::info!(org = %org_id, migration = %migration_id, "receiving an organization's resident data");
-            // A secondary copy held here is replaced by the migration's (and is no longer one).
-            let _ = app.store().forget_standby_copy(&org_id, "held").await;
-            let result = async {
-                delete_copy(app, &org_id).await?;
-                migration_copy::receive(app, js, &migration_id, &org_id).await
-            }
-            .await;
-            match result {
+            match replace_copy(app, js, &migration_id, &org_id).await {
                 Ok(sums) => Reply::Imported { sums },
-                Err(e) => {
-                    let _ = delete_copy(app, &org_id).await;
-                    failed(e)
-                }
+                Err(e) => failed(e),
             }
         }
         Request::Finish {
@@ -206,22 +256,9 @@ async fn receive_standby(
     source_region: &str,
     taken_at: i64,
 ) -> Reply {
-    let _ = app.store().forget_standby_copy(org_id, "held").await;
-    let result = async {
-        delete_copy(app, org_id).await?;
-        migration_copy::receive(app, js, copy_id, org_id).await
-    }
-    .await;
-    match result {
+    match replace_copy(app, js, copy_id, org_id).await {
         Ok(sums) => {
-            let held = StandbyCopy {
-                org_id: org_id.to_string(),
-                role: "held".into(),
-                region: source_region.to_string(),
-                copied_at: Timestamp::from_millis(taken_at),
-                points: sums.points.count as i64,
-                rows: sums.tables.values().map(|s| s.count as i64).sum(),
-            };
+            let held = sums.standby_copy(org_id, "held", source_region, taken_at);
             if let Err(e) = app.store().record_standby_copy(&held).await {
                 return Reply::Failed {
                     error: plantd_model::error_chain(&e),
@@ -229,10 +266,7 @@ async fn receive_standby(
             }
             Reply::Imported { sums }
         }
-        Err(error) => {
-            let _ = delete_copy(app, org_id).await;
-            Reply::Failed { error }
-        }
+        Err(error) => Reply::Failed { error },
     }
 }
 

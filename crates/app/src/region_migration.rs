@@ -29,7 +29,7 @@ use crate::caller::Caller;
 use crate::error::{AppError, AppResult};
 use crate::migration_copy::{self, Piece, PointsPiece, Publisher};
 use crate::migration_target::{
-    Reply, Request, answer, ask, delete_copy, not_resident_here, purge, request_subject,
+    Reply, Request, answer, ask, delete_copy, not_resident_here, purge, request_subject, send_copy,
 };
 use crate::replication::safe_name;
 
@@ -95,6 +95,14 @@ impl From<RegionMigration> for MigrationView {
     }
 }
 
+/// A write refused during a migration's read-only window.
+pub(crate) fn migration_refusal() -> AppError {
+    AppError::Migrating {
+        message: "the organization is moving to another region: its data is read-only until the migration ends".into(),
+        retry_after: RETRY_AFTER_SECS,
+    }
+}
+
 fn estimate_of(bytes: u64) -> &'static str {
     const GB: u64 = 1_000_000_000;
     if bytes < 100 * GB {
@@ -131,11 +139,11 @@ impl App {
             )
         })?;
         let settings = self.region_settings();
-        if !settings.served().contains(&target) {
+        let served = settings.served();
+        if !served.contains(&target) {
             return Err(AppError::Conflict(format!(
                 "region: {target} is not served by this deployment (served: {})",
-                settings
-                    .served()
+                served
                     .iter()
                     .map(|r| r.as_str())
                     .collect::<Vec<_>>()
@@ -187,10 +195,7 @@ impl App {
 
     /// The refusal of a write while the window is open.
     pub fn migrating(&self, org_id: &str) -> Option<AppError> {
-        self.migration_window(org_id).map(|_| AppError::Migrating {
-            message: "the organization is moving to another region: its data is read-only until the migration ends".into(),
-            retry_after: RETRY_AFTER_SECS,
-        })
+        self.migration_window(org_id).map(|_| migration_refusal())
     }
 
     /// Keeps a platform connector's points read during the window: published to the
@@ -405,32 +410,12 @@ async fn copy_and_switch(
     let set = |share: f64| {
         progress.store((share * 100.0) as i64, std::sync::atomic::Ordering::Relaxed);
     };
-    let mut out = Publisher::new(js.clone(), migration_copy::data_subject(&deployment, &m.id));
-    let sums = migration_copy::read_org(app, &m.org_id, Some(&mut out), &mut |s| set(s)).await?;
-    out.piece(&Piece::End { sums: sums.clone() }).await?;
-    out.flush().await?;
-    tracing::info!(migration = %m.id, bytes = out.bytes, points = sums.points.count, "region migration: copy published");
-    let reply = ask(
-        js,
-        &deployment,
-        target,
-        &Request::Import {
-            migration_id: m.id.clone(),
-            org_id: m.org_id.clone(),
-        },
-        IMPORT_TIMEOUT,
-    )
-    .await?;
-    let theirs = match reply {
-        Reply::Imported { sums } => sums,
-        Reply::Failed { error } => {
-            return Err(format!("{target} could not write the copy: {error}"));
-        }
-        other => return Err(format!("{target} answered {other:?}")),
+    let import = Request::Import {
+        migration_id: m.id.clone(),
+        org_id: m.org_id.clone(),
     };
-    if let Some(d) = sums.difference(&theirs) {
-        return Err(format!("the copy at {target} is not the source's: {d}"));
-    }
+    let (sums, bytes) =
+        send_copy(app, js, target, &import, IMPORT_TIMEOUT, &mut |s| set(s)).await?;
     set(0.9);
     let min_window = app.region_settings().min_window;
     if let Some(left) = min_window.checked_sub(opened.elapsed()) {
@@ -484,7 +469,7 @@ async fn copy_and_switch(
         "points": sums.points,
         "files": sums.files,
         "held_points": held,
-        "bytes": out.bytes,
+        "bytes": bytes,
     });
     Ok(verified.to_string())
 }

@@ -16,8 +16,8 @@ use plantd_store::StandbyCopy;
 use std::time::Duration;
 
 use crate::app::App;
-use crate::migration_copy::{self, Piece, Publisher};
-use crate::migration_target::{Reply, Request, ask, purge};
+use crate::migration_copy;
+use crate::migration_target::{Reply, Request, ask, purge, send_copy};
 
 /// How long the secondary may take to write and count a copy.
 const COPY_TIMEOUT: Duration = Duration::from_secs(30 * 60);
@@ -82,43 +82,20 @@ async fn copy(
     org: &str,
     secondary: RegionId,
 ) -> Result<StandbyCopy, String> {
-    let deployment = app.region_settings().deployment.clone();
     let taken_at = Timestamp::now();
     let copy_id = format!("standby-{}", plantd_model::new_id());
-    let subject = migration_copy::data_subject(&deployment, &copy_id);
-    let mut out = Publisher::new(js.clone(), subject.clone());
-    let result = async {
-        let sums = migration_copy::read_org(app, org, Some(&mut out), &mut |_| {}).await?;
-        out.piece(&Piece::End { sums: sums.clone() }).await?;
-        out.flush().await?;
-        let request = Request::Standby {
-            copy_id: copy_id.clone(),
-            org_id: org.to_string(),
-            source_region: app.region_settings().region.as_str().to_string(),
-            taken_at: taken_at.millis(),
-        };
-        match ask(js, &deployment, secondary, &request, COPY_TIMEOUT).await? {
-            Reply::Imported { sums: theirs } => match sums.difference(&theirs) {
-                Some(d) => Err(format!("the copy at {secondary} is not the primary's: {d}")),
-                None => Ok(sums),
-            },
-            Reply::Failed { error } => {
-                Err(format!("{secondary} could not write the copy: {error}"))
-            }
-            other => Err(format!("{secondary} answered {other:?}")),
-        }
-    }
-    .await;
-    purge(app, js, &subject).await;
-    let sums = result?;
-    Ok(StandbyCopy {
+    let own = app.region_settings().region.as_str();
+    let request = Request::Standby {
+        copy_id: copy_id.clone(),
         org_id: org.to_string(),
-        role: "sent".into(),
-        region: secondary.as_str().to_string(),
-        copied_at: taken_at,
-        points: sums.points.count as i64,
-        rows: sums.tables.values().map(|s| s.count as i64).sum(),
-    })
+        source_region: own.to_string(),
+        taken_at: taken_at.millis(),
+    };
+    let sent = send_copy(app, js, secondary, &request, COPY_TIMEOUT, &mut |_| {}).await;
+    let deployment = &app.region_settings().deployment;
+    purge(app, js, &migration_copy::data_subject(deployment, &copy_id)).await;
+    let (sums, _) = sent?;
+    Ok(sums.standby_copy(org, "sent", secondary.as_str(), taken_at.millis()))
 }
 
 /// Strict residency: the copy in the secondary region is deleted there.

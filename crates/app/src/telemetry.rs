@@ -238,11 +238,8 @@ impl App {
             caller.credential,
             crate::caller::Credential::Connector { .. } | crate::caller::Credential::Model
         );
-        if window.is_some()
-            && !internal
-            && let Some(refusal) = self.migrating(&caller.org_id)
-        {
-            return Err(refusal);
+        if window.is_some() && !internal {
+            return Err(crate::region_migration::migration_refusal());
         }
         // An organization that moved to another region stores nothing here any more (a device
         // still connected to this region's MQTT channel is told where to go; the API's doors

@@ -9,6 +9,7 @@ use sqlx::any::{AnyRow, AnyTypeInfoKind};
 use sqlx::{Row, ValueRef};
 
 use crate::error::conflict_on_unique;
+use crate::sql::opt_ts;
 use crate::{Backend, Result, Store, StoreError};
 
 /// How a resident table's rows belong to an organization.
@@ -206,12 +207,6 @@ pub struct RegionMigration {
 
 const MIGRATION_COLUMNS: &str = "id, org_id, source_region, target_region, status, migration_time, created_at, started_at, finished_at, progress, error, verified, delete_after, source_deleted_at";
 
-fn ts(row: &AnyRow, col: &str) -> Result<Option<Timestamp>> {
-    Ok(row
-        .try_get::<Option<i64>, _>(col)?
-        .map(Timestamp::from_millis))
-}
-
 fn migration_from_row(row: &AnyRow) -> Result<RegionMigration> {
     Ok(RegionMigration {
         id: row.try_get("id")?,
@@ -221,13 +216,13 @@ fn migration_from_row(row: &AnyRow) -> Result<RegionMigration> {
         status: row.try_get("status")?,
         migration_time: Timestamp::from_millis(row.try_get("migration_time")?),
         created_at: Timestamp::from_millis(row.try_get("created_at")?),
-        started_at: ts(row, "started_at")?,
-        finished_at: ts(row, "finished_at")?,
+        started_at: opt_ts(row, "started_at")?,
+        finished_at: opt_ts(row, "finished_at")?,
         progress: row.try_get("progress")?,
         error: row.try_get("error")?,
         verified: row.try_get("verified")?,
-        delete_after: ts(row, "delete_after")?,
-        source_deleted_at: ts(row, "source_deleted_at")?,
+        delete_after: opt_ts(row, "delete_after")?,
+        source_deleted_at: opt_ts(row, "source_deleted_at")?,
     })
 }
 
