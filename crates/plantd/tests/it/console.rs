@@ -14,7 +14,8 @@ fn root(app: &TestApp) -> String {
     format!("http://{}", app.addr)
 }
 
-fn browser() -> reqwest::Client {
+/// A client that shows redirects instead of following them.
+pub(crate) fn browser() -> reqwest::Client {
     plantd_alerts::tls::install_provider();
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())

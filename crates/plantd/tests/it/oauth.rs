@@ -8,6 +8,7 @@ use plantd_test_support::{TestApp, spawn_app};
 use reqwest::header::{CONTENT_TYPE, COOKIE, LOCATION, ORIGIN, SET_COOKIE};
 use serde_json::{Value, json};
 
+use crate::console::browser;
 use crate::identity::OWNER;
 
 const VERIFIER: &str = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
@@ -16,15 +17,6 @@ const CALLBACK: &str = "http://127.0.0.1:9/callback";
 
 fn root(app: &TestApp) -> String {
     format!("http://{}", app.addr)
-}
-
-/// A client that shows redirects instead of following them.
-fn browser() -> reqwest::Client {
-    plantd_alerts::tls::install_provider();
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap()
 }
 
 async fn register(app: &TestApp, key: &str, kind: &str, scopes: Value) -> Value {

@@ -360,10 +360,7 @@ async fn an_organization_moves_to_another_region() {
         .to_string();
     assert!(refused.contains(&ub), "{refused}");
     // us-east redirects.
-    let no_redirects = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
+    let no_redirects = crate::console::browser();
     let r = no_redirects
         .get(format!("{}/dashboards/{dashboard}", east.base))
         .bearer_auth(&key)
@@ -511,10 +508,7 @@ async fn a_secondary_region_holds_a_copy_and_takes_over() {
         1
     );
     // eu-west still redirects to the primary region: the copy is not served.
-    let no_redirects = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
+    let no_redirects = crate::console::browser();
     let r = no_redirects
         .get(format!("{}/dashboards/{dashboard}", west.base))
         .bearer_auth(&key)

@@ -170,10 +170,7 @@ async fn two_regions_replicate_and_redirect() {
     // data sends the browser to the same page in us-east.
     let cookie =
         crate::console::console_cookie(&west, "owner@example.com", "station-7-valve").await;
-    let no_redirects = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
+    let no_redirects = crate::console::browser();
     let page = no_redirects
         .get(format!("http://{}/regions", west.addr))
         .header("cookie", &cookie)

@@ -6,7 +6,7 @@ use plantd_model::org::Role;
 use plantd_test_support::{TestApp, spawn_app, wait_for};
 use serde_json::json;
 
-use crate::console::console_cookie;
+use crate::console::{browser, console_cookie};
 use crate::identity::{OWNER, login, session};
 
 /// An API key a person created acts for them: removing them from the organization revokes it
@@ -80,15 +80,6 @@ async fn a_removed_members_api_keys_stop_working() {
 
 fn root(app: &TestApp) -> String {
     format!("http://{}", app.addr)
-}
-
-/// A client that shows redirects instead of following them.
-fn browser() -> reqwest::Client {
-    plantd_alerts::tls::install_provider();
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap()
 }
 
 /// The live stream authenticated by the session cookie opens only from the console's own
