@@ -2,8 +2,10 @@
 //! changes here; the live stream and the delivery worker subscribe. With NATS (`--nats-url`)
 //! the other nodes of the region hear this node's points and alerts (`node_events.rs`) and put
 //! them on this bus's **stream** side only: the live stream sees every node's events, while the
-//! workers that act on an event (deliveries, scoring, the device door) see only this node's, so
-//! nothing is acted on twice.
+//! workers that act on an event (deliveries, scoring) see only this node's, so nothing is acted
+//! on twice. The device door's events (a device changed or deleted, commands queued) go to the
+//! **doors** side from every node: the node holding a device's connection acts on them, whichever
+//! node made the change.
 
 use plantd_model::alert::Alert;
 use plantd_model::device::Device;
@@ -48,11 +50,23 @@ pub enum Event {
     },
 }
 
+impl Event {
+    /// A device door's business rather than the live stream's.
+    fn is_for_doors(&self) -> bool {
+        matches!(
+            self,
+            Event::DeviceChanged { .. } | Event::CommandQueued { .. }
+        )
+    }
+}
+
 #[derive(Clone)]
 pub struct EventBus {
     sender: broadcast::Sender<Event>,
     /// This node's events and those of the region's other nodes, for the live stream.
     stream: broadcast::Sender<Event>,
+    /// Every node's `DeviceChanged` and `CommandQueued`, for the device doors.
+    doors: broadcast::Sender<Event>,
 }
 
 impl Default for EventBus {
@@ -60,6 +74,7 @@ impl Default for EventBus {
         Self {
             sender: broadcast::channel(BUS_CAPACITY).0,
             stream: broadcast::channel(BUS_CAPACITY).0,
+            doors: broadcast::channel(BUS_CAPACITY).0,
         }
     }
 }
@@ -67,13 +82,26 @@ impl Default for EventBus {
 impl EventBus {
     pub fn publish(&self, event: Event) {
         // No subscriber is not an error: nobody is listening right now.
-        let _ = self.stream.send(event.clone());
+        if event.is_for_doors() {
+            let _ = self.doors.send(event.clone());
+        } else {
+            let _ = self.stream.send(event.clone());
+        }
         let _ = self.sender.send(event);
     }
 
-    /// An event another node of the region published: for the live stream only.
+    /// An event another node of the region published: for the live stream, or the device doors.
     pub fn publish_from_peer(&self, event: Event) {
-        let _ = self.stream.send(event);
+        let _ = if event.is_for_doors() {
+            self.doors.send(event)
+        } else {
+            self.stream.send(event)
+        };
+    }
+
+    /// Every node's device changes and queued commands, for a device door.
+    pub fn subscribe_doors(&self) -> broadcast::Receiver<Event> {
+        self.doors.subscribe()
     }
 
     /// Every node's events, for the live stream.

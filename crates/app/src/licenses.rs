@@ -380,12 +380,6 @@ impl App {
         Ok(found)
     }
 
-    /// Forgets what this node keeps of a license and its activations, after a change to them.
-    fn forget_license(&self, id: &str) {
-        self.license_cache().forget(|k, _| k == id);
-        self.activation_cache().forget(|_, a| a.license_id == id);
-    }
-
     /// Suspends an active (or expired) license: devices are refused until it is reinstated.
     pub async fn suspend_license(&self, org_id: &str, id: &str) -> AppResult<License> {
         let from = [LicenseStatus::Active];

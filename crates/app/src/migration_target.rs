@@ -196,7 +196,7 @@ async fn handle(app: &App, js: &jetstream::Context, request: Request) -> Reply {
                 {
                     return failed(plantd_model::error_chain(&e));
                 }
-                app.regional().org_regions().forget(|o, _| *o == org_id);
+                app.forget_organization(&org_id);
                 let _ = app.store().data_sources_changed(&org_id).await;
                 tracing::info!(org = %org_id, held, "an organization moved here");
                 // Points a node of the source published late are written too.

@@ -1,15 +1,20 @@
 //! Events between the nodes of one region (issue 33) over core NATS, subject
-//! `plantd.<deployment>.nodes.<region>`: each node publishes the points it committed and the
-//! alert changes it made, the API keys it revoked, and every quarter second what it counted
-//! against rate limits; the other nodes put those points and alerts on their live stream
-//! (`EventBus::publish_from_peer`, so a WebSocket client on any node sees a point ingested on
-//! another), forget those keys at once and add those counts to their own. Nothing here is
-//! durable: the database is the record, and a node that missed an invalidation trusts a key
-//! for at most `key_cache_ttl`.
+//! `plantd.<deployment>.nodes.<region>`: each node publishes the points it committed, the
+//! alert, device-status and OTA changes it made, the devices it changed and the commands it
+//! queued, what its caches must forget (API keys, organizations, licenses), and every quarter
+//! second what it counted against rate limits. The other nodes put the points and changes on
+//! their live stream (`EventBus::publish_from_peer`, so a WebSocket client on any node sees a
+//! point ingested on another), hand device changes and queued commands to their device door
+//! (the node holding the device's connection delivers at once), forget what they were told and
+//! add those counts to their own. Nothing here is durable: the database is the record, a node
+//! that missed an invalidation trusts a cached key or license for at most `key_cache_ttl`, and
+//! a door looks for queued commands every 2 s anyway.
 
 use futures_util::StreamExt;
 use plantd_model::alert::Alert;
+use plantd_model::device::Device;
 use plantd_model::event::EventType;
+use plantd_model::ota::Deployment;
 use plantd_model::telemetry::{Point, Quality};
 use plantd_model::{Timestamp, new_id};
 use serde::{Deserialize, Serialize};
@@ -19,6 +24,7 @@ use tokio::sync::{broadcast, mpsc, watch};
 
 use crate::app::App;
 use crate::events::Event;
+use crate::regional::Forget;
 use crate::replication::{nats_client, safe_name, until_ok};
 
 /// How often a node tells the others what it counted against rate limits.
@@ -40,8 +46,24 @@ enum Message {
         event: EventType,
         alert: Box<Alert>,
     },
-    ForgetKeys {
-        key_ids: Vec<String>,
+    Device {
+        org_id: String,
+        event: EventType,
+        device: Box<Device>,
+    },
+    Ota {
+        org_id: String,
+        event: EventType,
+        deployment: Box<Deployment>,
+    },
+    DeviceChanged {
+        device_id: String,
+    },
+    CommandQueued {
+        device_ids: Vec<String>,
+    },
+    Forget {
+        what: Forget,
     },
     /// Requests and points this node counted against rate limits since it last said.
     Counted {
@@ -60,8 +82,48 @@ impl App {
     /// Forgets the cached keys `ids` on this node at once, and on the region's other nodes as
     /// soon as they hear it (with NATS).
     pub(crate) fn forget_keys(&self, ids: &[String]) {
+        self.forget_key_ids(ids);
+        self.regional().announce_forgotten(Forget::Keys {
+            key_ids: ids.to_vec(),
+        });
+    }
+
+    /// Forgets an organization's cached keys and region here and on the region's other nodes.
+    pub(crate) fn forget_organization(&self, org_id: &str) {
+        self.forget_organization_here(org_id);
+        self.regional().announce_forgotten(Forget::Organization {
+            org_id: org_id.to_string(),
+        });
+    }
+
+    /// Forgets a cached license and its activations here and on the region's other nodes.
+    pub(crate) fn forget_license(&self, license_id: &str) {
+        self.forget_license_here(license_id);
+        self.regional().announce_forgotten(Forget::License {
+            license_id: license_id.to_string(),
+        });
+    }
+
+    fn forget_key_ids(&self, ids: &[String]) {
         self.keys().forget(|_, (key, _)| ids.contains(&key.id));
-        self.regional().announce_forgotten_keys(ids);
+    }
+
+    fn forget_organization_here(&self, org_id: &str) {
+        self.keys().forget(|_, (key, _)| key.org_id == org_id);
+        self.regional().org_regions().forget(|org, _| org == org_id);
+    }
+
+    fn forget_license_here(&self, id: &str) {
+        self.license_cache().forget(|k, _| k == id);
+        self.activation_cache().forget(|_, a| a.license_id == id);
+    }
+
+    fn forget_here(&self, what: Forget) {
+        match what {
+            Forget::Keys { key_ids } => self.forget_key_ids(&key_ids),
+            Forget::Organization { org_id } => self.forget_organization_here(&org_id),
+            Forget::License { license_id } => self.forget_license_here(&license_id),
+        }
     }
 }
 
@@ -92,7 +154,30 @@ fn to_message(event: &Event) -> Option<Message> {
             event: *event,
             alert: Box::new((**alert).clone()),
         }),
-        _ => None,
+        Event::DeviceStatus {
+            org_id,
+            event,
+            device,
+        } => Some(Message::Device {
+            org_id: org_id.to_string(),
+            event: *event,
+            device: Box::new((**device).clone()),
+        }),
+        Event::Ota {
+            org_id,
+            event,
+            deployment,
+        } => Some(Message::Ota {
+            org_id: org_id.to_string(),
+            event: *event,
+            deployment: Box::new((**deployment).clone()),
+        }),
+        Event::DeviceChanged { device_id } => Some(Message::DeviceChanged {
+            device_id: device_id.clone(),
+        }),
+        Event::CommandQueued { device_ids } => Some(Message::CommandQueued {
+            device_ids: device_ids.clone(),
+        }),
     }
 }
 
@@ -126,9 +211,39 @@ fn handle(app: &App, message: Message) {
             event,
             alert: Arc::new(*alert),
         }),
-        Message::ForgetKeys { key_ids } => {
-            app.keys().forget(|_, (key, _)| key_ids.contains(&key.id));
+        Message::Device {
+            org_id,
+            event,
+            mut device,
+        } => {
+            device.org_id.clone_from(&org_id);
+            app.events().publish_from_peer(Event::DeviceStatus {
+                org_id: org_id.into(),
+                event,
+                device: Arc::new(*device),
+            });
         }
+        Message::Ota {
+            org_id,
+            event,
+            mut deployment,
+        } => {
+            deployment.org_id.clone_from(&org_id);
+            app.events().publish_from_peer(Event::Ota {
+                org_id: org_id.into(),
+                event,
+                deployment: Arc::new(*deployment),
+            });
+        }
+        Message::DeviceChanged { device_id } => {
+            app.events()
+                .publish_from_peer(Event::DeviceChanged { device_id });
+        }
+        Message::CommandQueued { device_ids } => {
+            app.events()
+                .publish_from_peer(Event::CommandQueued { device_ids });
+        }
+        Message::Forget { what } => app.forget_here(what),
         Message::Counted { counts } => app.limiter().add_counted(&counts),
     }
 }
@@ -186,7 +301,7 @@ pub(crate) async fn run(app: App, mut stop: watch::Receiver<bool>) {
                 }
                 Err(broadcast::error::RecvError::Closed) => return,
             },
-            Some(key_ids) = forgotten.recv() => Some(Message::ForgetKeys { key_ids }),
+            Some(what) = forgotten.recv() => Some(Message::Forget { what }),
             _ = share_counts.tick() => {
                 let counts = app.limiter().take_unshared();
                 (!counts.is_empty()).then_some(Message::Counted { counts })

@@ -427,7 +427,7 @@ async fn copy_and_switch(
         .set_org_primary_region(org, target.as_str())
         .await
         .map_err(|e| plantd_model::error_chain(&e))?;
-    app.regional().org_regions().forget(|o, _| o == org);
+    app.forget_organization(org);
     let _ = app.store().data_sources_changed(org).await;
     let waited = Instant::now();
     while app.regional().connectors_running(org) > 0 && waited.elapsed() < CONNECTORS_STOP {
@@ -457,7 +457,7 @@ async fn copy_and_switch(
                 .store()
                 .set_org_primary_region(org, &m.source_region)
                 .await;
-            app.regional().org_regions().forget(|o, _| o == org);
+            app.forget_organization(org);
             let _ = app.store().data_sources_changed(org).await;
             return Err(format!(
                 "{target} could not take the organization over: {why}"

@@ -21,14 +21,26 @@ pub(crate) struct Regional {
     http: std::sync::OnceLock<reqwest::Client>,
     /// The newest version this node published (versions increase strictly).
     last_version: Mutex<i64>,
-    /// Where revoked keys go to be announced to the region's other nodes (with NATS).
-    node_out: Mutex<Option<tokio::sync::mpsc::UnboundedSender<Vec<String>>>>,
+    /// Where cache invalidations go to be announced to the region's other nodes (with NATS).
+    node_out: Mutex<Option<tokio::sync::mpsc::UnboundedSender<Forget>>>,
     /// Region migrations: the read-only windows open on this node (organization to migration),
     /// the migrations whose window this node closed (never opened again by a stale read), the
     /// connectors running per organization, and the migration worker's wake-up.
     windows: Mutex<Windows>,
     connectors: Arc<Mutex<HashMap<String, usize>>>,
     migration_wake: tokio::sync::Notify,
+}
+
+/// What a node's caches keep that a change on another node of the region makes stale.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub(crate) enum Forget {
+    /// API keys revoked, changed or replicated.
+    Keys { key_ids: Vec<String> },
+    /// An organization changed (tier, primary region): its keys and where it is served.
+    Organization { org_id: String },
+    /// A license changed (suspended, revoked, renewed, transferred): it and its activations.
+    License { license_id: String },
 }
 
 #[derive(Default)]
@@ -129,19 +141,20 @@ impl Regional {
         counts.get(org_id).copied().unwrap_or(0)
     }
 
-    pub(crate) fn set_node_out(&self, out: tokio::sync::mpsc::UnboundedSender<Vec<String>>) {
+    pub(crate) fn set_node_out(&self, out: tokio::sync::mpsc::UnboundedSender<Forget>) {
         *self.node_out.lock().unwrap_or_else(|p| p.into_inner()) = Some(out);
     }
 
-    /// Tells the region's other nodes to forget these keys (nothing without NATS).
-    pub(crate) fn announce_forgotten_keys(&self, ids: &[String]) {
+    /// Tells the region's other nodes to forget what they keep of something changed here
+    /// (nothing without NATS).
+    pub(crate) fn announce_forgotten(&self, what: Forget) {
         if let Some(out) = self
             .node_out
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .as_ref()
         {
-            let _ = out.send(ids.to_vec());
+            let _ = out.send(what);
         }
     }
 

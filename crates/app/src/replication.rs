@@ -477,10 +477,7 @@ async fn apply(app: &App, changes: &[Change]) -> Result<(), String> {
     for c in changes {
         match ReplicatedKind::parse(&c.kind) {
             Some(ReplicatedKind::ApiKey) => app.forget_keys(std::slice::from_ref(&c.key)),
-            Some(ReplicatedKind::Organization) => {
-                app.keys().forget(|_, (key, _)| key.org_id == c.key);
-                app.regional().org_regions().forget(|org, _| org == c.key);
-            }
+            Some(ReplicatedKind::Organization) => app.forget_organization(&c.key),
             _ => {}
         }
     }

@@ -35,8 +35,9 @@ impl DeviceStatus {
     }
 }
 
-/// A registered device as clients see it.
-#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+/// A registered device as clients see it (read back by the region's other nodes from a node
+/// event; `org_id` travels beside it).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Device {
     pub id: String,
     #[serde(skip)]

@@ -556,8 +556,9 @@ pub fn decide(
     }
 }
 
-/// A deployment as clients see it.
-#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+/// A deployment as clients see it (read back by the region's other nodes from a node event;
+/// `org_id` travels beside it).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Deployment {
     pub id: String,
     #[serde(skip)]
@@ -604,7 +605,7 @@ impl Deployment {
 }
 
 /// One phase's devices as counted.
-#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PhaseProgress {
     pub phase: u32,
     pub devices: u64,

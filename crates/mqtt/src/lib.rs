@@ -52,7 +52,8 @@ pub struct MqttChannel {
 #[error("cannot start the MQTT device channel: {0}")]
 pub struct StartError(String);
 
-/// How often commands created on other nodes are looked for.
+/// How often commands created on other nodes are looked for (with NATS they arrive at once as
+/// node events; this catches those of a node without NATS, or missed while NATS was away).
 const POLL: Duration = Duration::from_secs(2);
 /// How often the devices connected here are checked against the database (deleted on another
 /// node: disconnected).
@@ -131,13 +132,13 @@ async fn deliver(
     sessions: Sessions,
     mut subscribed: mpsc::UnboundedReceiver<String>,
 ) {
-    let mut events = app.events().subscribe();
+    let mut events = app.events().subscribe_doors();
     let mut tick = tokio::time::interval(POLL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut ticks: u64 = 0;
     loop {
         tokio::select! {
-            // A device subscribed, or a command was created for it on this node: its commands.
+            // A device subscribed, or a command was created for it on any node: its commands.
             Some(device_id) = subscribed.recv() => {
                 send_queued(&app, &router, vec![device_id]).await;
             }
@@ -151,8 +152,8 @@ async fn deliver(
                 Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
                 Err(broadcast::error::RecvError::Closed) => return,
             },
-            // Commands created on other nodes (or missed while the event stream lagged):
-            // those of every device subscribed here.
+            // Commands created on other nodes without NATS (or missed while the event stream
+            // lagged): those of every device subscribed here.
             _ = tick.tick() => {
                 ticks += 1;
                 let mut here = Vec::new();
@@ -162,8 +163,8 @@ async fn deliver(
                     }
                 }
                 send_queued(&app, &router, here).await;
-                // Deletions on this node disconnect at once (DeviceChanged); other nodes'
-                // within GONE_CHECK.
+                // Deletions on this node, or another one with NATS, disconnect at once
+                // (DeviceChanged); other nodes' within GONE_CHECK.
                 if ticks.is_multiple_of(GONE_CHECK.as_secs() / POLL.as_secs()) {
                     let mut connected = Vec::new();
                     for id in sessions.ids() {

@@ -5,7 +5,8 @@
 //! other region within seconds, resident data redirected to the primary region, the peers'
 //! health with one stopped, the replication lag of a region that stopped applying, three
 //! regions at a distance (delaying relays: this machine's kernel has no `tc netem`), and the
-//! nodes of one region sharing live points, revocations and rate-limit counts.
+//! nodes of one region sharing live points, revocations and rate-limit counts, device events,
+//! queued commands and license changes.
 
 use plantd_app::AppConfig;
 use plantd_app::regions::RegionSettings;
@@ -446,6 +447,173 @@ async fn nodes_of_a_region_share_live_points_and_revocations() {
     b.get("/telemetry/latest?asset_id=M1", &limited)
         .await
         .expect(429);
+}
+
+/// Two nodes of one region (one database, one NATS), a device connected to node A's MQTT
+/// door: a WebSocket client on node B sees the device come online (an event only A makes), a
+/// command queued on B reaches the device on A, and a license A keeps for a minute is seen
+/// suspended on A as soon as B suspends it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_of_a_region_share_device_events_and_license_changes() {
+    use plantd_test_support::mqtt::{connect, next_publish, options};
+    use plantd_test_support::stream::{next, next_of_type, send};
+    use rumqttc::{ConnectReturnCode, QoS};
+    let Some(nats) = plantd_test_support::peer(
+        "PLANTD_TEST_NATS_URL",
+        "(e.g. nats://127.0.0.1:4222) to run two nodes of a region",
+    ) else {
+        return;
+    };
+    let config = || AppConfig {
+        regions: RegionSettings {
+            nats_url: Some(nats.clone()),
+            deployment: format!("v{}", unique_name().replace(['.', ' '], "_")),
+            ..RegionSettings::default()
+        },
+        key_cache_ttl: Duration::from_secs(60),
+        ..AppConfig::default()
+    };
+    let a = plantd_test_support::spawn_app_with(config()).await;
+    let mut cfg_b = config();
+    cfg_b.regions.deployment = a.app.region_settings().deployment.clone();
+    let b = a.another_node_with(cfg_b).await;
+    let key = a.admin_key.clone();
+
+    // B's stream follows the whole organization; A's NATS connection may still be on its way:
+    // ingest on A until a point arrives on B.
+    let mut ws = b.open_stream(&key).await;
+    send(&mut ws, json!({"type": "subscribe"})).await;
+    assert_eq!(next(&mut ws).await["type"], "subscribed");
+    let mut arrived = false;
+    for _ in 0..30 {
+        let point = json!({"data": [{"asset_id": "Warmup", "tag_name": "Flow", "value": 1.0,
+            "timestamp": plantd_model::Timestamp::now().to_rfc3339()}]});
+        a.post("/telemetry", &key, point).await.expect(200);
+        if tokio::time::timeout(Duration::from_secs(1), next_of_type(&mut ws, "telemetry"))
+            .await
+            .is_ok()
+        {
+            arrived = true;
+            break;
+        }
+    }
+    assert!(arrived, "a point ingested on A arrives live on B");
+
+    let channel = a.start_mqtt().await;
+    let d = b
+        .post(
+            "/fleet/devices",
+            &key,
+            json!({"name": "Gateway N-1", "serial_number": "N-1"}),
+        )
+        .await
+        .expect(201)
+        .json["data"]
+        .clone();
+    let (id, pw) = (
+        d["id"].as_str().unwrap(),
+        d["mqtt"]["password"].as_str().unwrap(),
+    );
+    let (mut dev, code) = connect(options(channel.local_addr.unwrap(), id, id, pw)).await;
+    assert_eq!(code, ConnectReturnCode::Success);
+    let online = tokio::time::timeout(Duration::from_secs(30), next_of_type(&mut ws, "device"))
+        .await
+        .expect("B's stream hears the device come online on A");
+    assert_eq!(online["event"], "device.online", "{online}");
+    assert_eq!(online["data"]["id"], id);
+
+    dev.client
+        .subscribe(
+            d["mqtt"]["topics"]["commands"].as_str().unwrap(),
+            QoS::AtLeastOnce,
+        )
+        .await
+        .unwrap();
+    // The subscription is in place once a command queued on A itself arrives.
+    a.post(
+        &format!("/fleet/devices/{id}/command"),
+        &key,
+        json!({"command": "from-a"}),
+    )
+    .await
+    .expect(201);
+    next_publish(&mut dev, 15).await.expect("A's own command");
+    let started = Instant::now();
+    let cmd = b
+        .post(
+            &format!("/fleet/devices/{id}/command"),
+            &key,
+            json!({"command": "from-b"}),
+        )
+        .await
+        .expect(201);
+    let got = next_publish(&mut dev, 15)
+        .await
+        .expect("node A delivers B's command");
+    eprintln!(
+        "a command queued on B reached the device on A after {:?}",
+        started.elapsed()
+    );
+    let got: Value = serde_json::from_slice(&got.payload).unwrap();
+    assert_eq!(got["id"], cmd.json["data"]["id"]);
+
+    // A license validated on A (kept there for a minute), suspended on B.
+    let product = a
+        .post(
+            "/products",
+            &key,
+            json!({"name": "Hub", "sku": "HUB-N", "price": 99.0, "license_type": "subscription"}),
+        )
+        .await
+        .expect(201)
+        .json["data"]["id"]
+        .clone();
+    let license = a
+        .post(
+            "/licenses",
+            &key,
+            json!({"product_id": product, "validity_days": 30, "customer_email": "ops@plant.example"}),
+        )
+        .await
+        .expect(201)
+        .json["data"]
+        .clone();
+    let validate = |node: &'static str| {
+        let body = json!({"license_key": license["license_key"]});
+        let app = if node == "a" { &a } else { &b };
+        async move {
+            app.call(
+                reqwest::Method::POST,
+                "/licenses/validate",
+                None,
+                Some(body),
+            )
+            .await
+            .expect(200)
+            .json["data"]["code"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        }
+    };
+    assert_eq!(validate("a").await, "VALID");
+    b.post(
+        &format!("/licenses/{}/suspend", license["id"].as_str().unwrap()),
+        &key,
+        json!({}),
+    )
+    .await
+    .expect(200);
+    let started = Instant::now();
+    wait_for("the suspension on A", 10, || async {
+        (validate("a").await == "SUSPENDED").then_some(())
+    })
+    .await;
+    eprintln!(
+        "a suspension on B effective on A after {:?}",
+        started.elapsed()
+    );
+    channel.stop().await;
 }
 
 /// Three regions with real distance between them: eu-west 25 ms and ap-northeast 75 ms away
