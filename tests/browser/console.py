@@ -640,7 +640,50 @@ def bi_admin(d):
     assert d.find_element(By.ID, "no-replicas").is_displayed()
     shot(d, "regions")
     ok("regions_page")
-    return [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
+    severe = [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
+    return severe + provisioning(d)
+
+
+def provisioning(d):
+    """Provisioning: a CSV with a bad line is refused with the line named and nothing imported;
+    the corrected file imports an asset, listed after the page reloads; a QR label's payload
+    provisions another. Returns the browser's severe log entries (the refused import's 400
+    aside)."""
+    d.get(BASE + "/provisioning")
+    bad = os.path.join(SHOTS, "twinbox_config.csv")
+    with open(bad, "w") as f:
+        f.write("asset_id,asset_type,protocol,host,port,sensors\n"
+                "Tank_01,tank,modbus,127.0.0.1,502,Level:0\n"
+                "Tank_02,tank,modbus,127.0.0.1,70000,Level:0\n")
+    d.find_element(By.ID, "provision-file-input").send_keys(bad)
+    d.find_element(By.CSS_SELECTOR, "#provision-file button[type=submit]").click()
+    wait(d, lambda: d.find_element(By.CSS_SELECTOR, "#provision-file .upload-errors").is_displayed())
+    errors = d.find_element(By.CSS_SELECTOR, "#provision-file .upload-errors").text
+    assert "line 3.port" in errors, errors
+    assert not d.find_elements(By.CSS_SELECTOR, "#provisioned tbody tr"), "nothing imported"
+    shot(d, "provisioning-refused")
+    severe = [e for e in d.get_log("browser")
+              if e["level"] == "SEVERE" and "/v1/provisioning/import/csv" not in e["message"]]
+    good = os.path.join(SHOTS, "plant.csv")
+    with open(good, "w") as f:
+        f.write("asset_id,asset_type,protocol,host,port,sensors\n"
+                "Tank_01,tank,modbus,127.0.0.1,502,Level:0;Temperature:2\n")
+    field = d.find_element(By.ID, "provision-file-input")
+    field.clear()
+    field.send_keys(good)
+    d.find_element(By.CSS_SELECTOR, "#provision-file button[type=submit]").click()
+    wait(d, lambda: "Imported 1 asset" in d.find_element(By.CSS_SELECTOR, "#provision-file output").text)
+    wait(d, lambda: len(d.find_elements(By.CSS_SELECTOR, "#provisioned tbody tr")) == 1)
+    row = d.find_element(By.CSS_SELECTOR, "#provisioned tbody tr").text
+    assert "Tank_01" in row and "Level, Temperature" in row and "csv" in row, row
+    d.find_element(By.ID, "provision-qr-payload").send_keys(
+        '{"id": "Tank_07", "t": "tank", "h": "10.1.2.3", "s": [{"n": "Level", "a": 0}]}')
+    d.find_element(By.CSS_SELECTOR, "#provision-qr button[type=submit]").click()
+    wait(d, lambda: len(d.find_elements(By.CSS_SELECTOR, "#provisioned tbody tr")) == 2)
+    assert "qr" in d.find_elements(By.CSS_SELECTOR, "#provisioned tbody tr")[1].text
+    shot(d, "provisioning")
+    ok("provisioning_page")
+    return severe + [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
 
 
 def add_line_chart(d):

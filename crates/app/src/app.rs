@@ -61,6 +61,8 @@ struct Inner {
     query_slots: QuerySlots,
     /// What this node keeps of regions: the replication's NATS context, caches.
     regional: Regional,
+    /// The USB auto-import watches of this node.
+    usb: crate::usb_state::UsbWatches,
     started_at: Timestamp,
 }
 
@@ -88,6 +90,7 @@ impl App {
                 scorer_wake: tokio::sync::Notify::new(),
                 query_slots: QuerySlots::default(),
                 regional: Regional::default(),
+                usb: Default::default(),
                 started_at: Timestamp::now(),
             }),
         }
@@ -130,6 +133,10 @@ impl App {
 
     pub(crate) fn regional(&self) -> &Regional {
         &self.inner.regional
+    }
+
+    pub(crate) fn usb(&self) -> &crate::usb_state::UsbWatches {
+        &self.inner.usb
     }
 
     pub(crate) fn query_slots(&self) -> &QuerySlots {

@@ -34,6 +34,8 @@ pub enum Credential {
     /// The live scorer writing a deployed model's scores (the model's deployment is audited;
     /// its batches are not).
     Model,
+    /// An edge agent's generated data (`plantd edge` in `demo` mode: no device connections).
+    Generator,
 }
 
 impl Credential {
@@ -69,6 +71,9 @@ impl Credential {
             Credential::Model => {
                 format!("the live scorer lacks the '{required}' scope this operation needs")
             }
+            Credential::Generator => {
+                format!("the demo generator lacks the '{required}' scope this operation needs")
+            }
         }
     }
 }
@@ -99,6 +104,7 @@ impl Caller {
             Credential::Connector { data_source_id } => data_source_id,
             Credential::Device { id } => id,
             Credential::Model => "live-scorer",
+            Credential::Generator => "demo-generator",
         }
     }
 
@@ -114,6 +120,7 @@ impl Caller {
             (Credential::Connector { data_source_id }, None) => format!("source:{data_source_id}"),
             (Credential::Device { id }, None) => format!("device:{id}"),
             (Credential::Model, None) => "live-scorer".into(),
+            (Credential::Generator, None) => "demo-generator".into(),
         }
     }
 
@@ -124,7 +131,7 @@ impl Caller {
             Credential::AccessToken { .. } => ActorType::OAuthToken,
             Credential::Connector { .. } => ActorType::Connector,
             Credential::Device { .. } => ActorType::Device,
-            Credential::Model => ActorType::Platform,
+            Credential::Model | Credential::Generator => ActorType::Platform,
         }
     }
 

@@ -50,6 +50,29 @@ pub struct AppConfig {
     pub report_poll_interval: Duration,
     /// The region this instance serves, its peers and the deployment's NATS server.
     pub regions: RegionSettings,
+    /// Set on an edge agent (`plantd edge`): its mode and the retention of its alert history
+    /// and ML predictions (SPEC 8.6; telemetry's is `retention`).
+    pub edge: Option<EdgeSettings>,
+}
+
+/// What `plantd edge` adds (issue 34).
+#[derive(Clone, Debug, PartialEq)]
+pub struct EdgeSettings {
+    pub mode: plantd_model::provisioning::DeploymentMode,
+    /// Days the ML models' predictions (their score series, every level) are kept (default 90).
+    pub ml_predictions_days: i64,
+    /// Days a resolved alert, with its events and notifications, is kept (default 365).
+    pub alert_history_days: i64,
+}
+
+impl Default for EdgeSettings {
+    fn default() -> Self {
+        Self {
+            mode: plantd_model::provisioning::DeploymentMode::Production,
+            ml_predictions_days: 90,
+            alert_history_days: 365,
+        }
+    }
 }
 
 impl AppConfig {
@@ -89,6 +112,7 @@ impl Default for AppConfig {
             guest_token_ttl: Duration::from_secs(300),
             report_poll_interval: Duration::from_secs(20),
             regions: RegionSettings::default(),
+            edge: None,
         }
     }
 }

@@ -51,6 +51,7 @@ pub mod ota_packages;
 pub mod overview;
 mod password_work;
 pub mod products;
+pub mod provisioning;
 mod query_slots;
 pub mod rate_limit;
 pub mod region_migration;
@@ -66,6 +67,8 @@ pub mod telemetry;
 #[cfg(test)]
 mod tests;
 mod usage;
+mod usb_state;
+pub mod usb_watch;
 pub mod users;
 pub mod webhooks;
 mod worker_board;
@@ -73,7 +76,7 @@ mod workers;
 
 pub use app::App;
 pub use caller::{Caller, Credential};
-pub use config::AppConfig;
+pub use config::{AppConfig, EdgeSettings};
 pub use error::{AppError, AppResult};
 pub use oauth_error::OAuthError;
 pub use usage::RequestCounter;

@@ -236,7 +236,9 @@ impl App {
         let window = self.migration_window(&caller.org_id);
         let internal = matches!(
             caller.credential,
-            crate::caller::Credential::Connector { .. } | crate::caller::Credential::Model
+            crate::caller::Credential::Connector { .. }
+                | crate::caller::Credential::Model
+                | crate::caller::Credential::Generator
         );
         if window.is_some() && !internal {
             return Err(crate::region_migration::migration_refusal());
@@ -302,6 +304,7 @@ impl App {
             crate::caller::Credential::Connector { .. } => "connector",
             crate::caller::Credential::Device { .. } => "mqtt",
             crate::caller::Credential::Model => "model",
+            crate::caller::Credential::Generator => "demo",
             _ => "api",
         };
         metrics::counter!("plantd_ingest_batches_total", "door" => door).increment(1);

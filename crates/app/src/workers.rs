@@ -40,6 +40,7 @@ impl App {
             tokio::spawn(crate::replication::run(self.clone(), stopped.clone())),
             tokio::spawn(crate::node_events::run(self.clone(), stopped.clone())),
             tokio::spawn(crate::region_migration::run(self.clone(), stopped.clone())),
+            tokio::spawn(crate::usb_watch::run(self.clone(), stopped.clone())),
             tokio::spawn(crate::deliveries::run(self.clone(), stopped)),
         ];
         Workers {
@@ -113,6 +114,19 @@ async fn retention_worker(app: App, mut stop: watch::Receiver<bool>) {
         let cut_off = Timestamp::from_millis(Timestamp::now().millis() - 6 * 3_600_000);
         if let Err(e) = app.store().discard_stale_uploads(cut_off).await {
             tracing::warn!(error = %plantd_model::error_chain(&e), "could not remove the chunks of broken dataset uploads; retrying at the next interval");
+        }
+        // An edge agent keeps resolved alerts for its alert history's days (SPEC 8.6).
+        if let Some(edge) = &app.config().edge {
+            let before = Timestamp::from_millis(
+                Timestamp::now().millis() - edge.alert_history_days * 86_400_000,
+            );
+            match app.store().delete_alert_history(before).await {
+                Ok(n) if n > 0 => tracing::info!(alerts = n, "alert history retention applied"),
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(error = %plantd_model::error_chain(&e), "could not apply the alert history retention; retrying at the next interval")
+                }
+            }
         }
         let result = app.tsdb().enforce_retention(Timestamp::now()).await;
         match &result {

@@ -174,6 +174,11 @@ audit_events! {
     DataSourceDelete => "data_source.delete", DataSources, "data_source", Info;
     DataSourceTest => "data_source.test", DataSources, "data_source", Info;
     DataSourceBrowse => "data_source.browse", DataSources, "data_source", Info;
+    ProvisioningImport => "provisioned_asset.import", DataSources, "provisioned_asset", Info;
+    ProvisioningList => "provisioned_asset.list", DataSources, "provisioned_asset", Info;
+    UsbWatchStart => "usb_watch.start", DataSources, "usb_watch", Warning;
+    UsbWatchRead => "usb_watch.read", DataSources, "usb_watch", Info;
+    EdgeConfigRead => "edge.config_read", System, "edge", Info;
 
     DashboardList => "dashboard.list", Dashboards, "dashboard", Info;
     DashboardCreate => "dashboard.create", Dashboards, "dashboard", Info;

@@ -18,6 +18,7 @@ pub mod ml_models;
 pub mod org;
 pub mod ota;
 pub mod page;
+pub mod provisioning;
 pub mod region;
 pub mod scope;
 pub mod tag;

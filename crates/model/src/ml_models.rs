@@ -188,8 +188,11 @@ pub struct Model {
 
 /// The tag a deployed model writes its score to.
 pub fn score_tag(model_id: &str) -> String {
-    format!("anomaly_score:{model_id}")
+    format!("{SCORE_TAG_PREFIX}{model_id}")
 }
+
+/// How every score tag begins.
+pub const SCORE_TAG_PREFIX: &str = "anomaly_score:";
 
 /// The start of the ids of the widgets a deployment of `model_id` adds to dashboards.
 fn widget_prefix(model_id: &str) -> String {

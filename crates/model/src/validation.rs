@@ -68,6 +68,14 @@ impl Validator {
     pub fn is_empty(&self) -> bool {
         self.errors.is_empty()
     }
+    /// Errors so far.
+    pub fn len(&self) -> usize {
+        self.errors.len()
+    }
+    /// Adds another validator's errors.
+    pub fn extend(&mut self, other: Validator) {
+        self.errors.extend(other.errors);
+    }
     pub fn finish(self) -> Result<(), Vec<FieldError>> {
         if self.errors.is_empty() {
             Ok(())

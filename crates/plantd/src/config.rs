@@ -45,6 +45,66 @@ pub struct FileConfig {
     pub bi: Option<BiFileConfig>,
     /// Region migrations.
     pub regions: Option<RegionsFileConfig>,
+    /// The edge agent (`plantd edge`).
+    pub edge: Option<EdgeFileConfig>,
+}
+
+/// `[edge]`: the edge agent's mode and the retention of what is not telemetry (telemetry's is
+/// `[telemetry.retention]`, whose defaults are SPEC 8.6's edge defaults).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EdgeFileConfig {
+    /// production, development or demo (`--mode` and `DEPLOYMENT_MODE` win).
+    pub mode: Option<String>,
+    pub retention: Option<EdgeRetentionFile>,
+}
+
+/// `[edge.retention]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EdgeRetentionFile {
+    /// Days ML predictions (the models' score series) are kept (default 90).
+    pub ml_predictions_days: Option<i64>,
+    /// Days resolved alerts are kept (default 365).
+    pub alert_history_days: Option<i64>,
+}
+
+/// The edge agent's settings: the mode from the flag (or `DEPLOYMENT_MODE`), else the file,
+/// else production; an unknown mode is refused with the list.
+pub fn edge_settings(
+    flag: Option<String>,
+    file: Option<&EdgeFileConfig>,
+) -> anyhow::Result<plantd_app::EdgeSettings> {
+    let defaults = plantd_app::EdgeSettings::default();
+    let mode = match flag.or_else(|| file.and_then(|f| f.mode.clone())) {
+        Some(m) => {
+            plantd_model::provisioning::DeploymentMode::parse(&m).map_err(anyhow::Error::msg)?
+        }
+        None => defaults.mode,
+    };
+    let retention = file.and_then(|f| f.retention.as_ref());
+    let days = |name: &str, value: Option<i64>, default: i64| -> anyhow::Result<i64> {
+        match value {
+            Some(d) if !(1..=36_500).contains(&d) => {
+                bail!("edge.retention.{name} must be from 1 to 36500 days")
+            }
+            Some(d) => Ok(d),
+            None => Ok(default),
+        }
+    };
+    Ok(plantd_app::EdgeSettings {
+        mode,
+        ml_predictions_days: days(
+            "ml_predictions_days",
+            retention.and_then(|r| r.ml_predictions_days),
+            defaults.ml_predictions_days,
+        )?,
+        alert_history_days: days(
+            "alert_history_days",
+            retention.and_then(|r| r.alert_history_days),
+            defaults.alert_history_days,
+        )?,
+    })
 }
 
 /// `[regions]`: region migrations (issue 33).
@@ -481,6 +541,7 @@ impl ServeConfig {
             device_offline_after: device_offline_after.unwrap_or(defaults.device_offline_after),
             guest_token_ttl: guest_token_ttl.unwrap_or(defaults.guest_token_ttl),
             regions,
+            edge: None,
             ..defaults
         };
         Ok(Self {
@@ -554,5 +615,30 @@ mod tests {
         let limits = file.limits.unwrap();
         assert_eq!(limits.org_aggregate_multiplier, 5);
         assert_eq!(limits.enterprise_requests.per_minute, None);
+    }
+
+    #[test]
+    fn edge_settings_take_the_flag_then_the_file() {
+        use plantd_model::provisioning::DeploymentMode;
+        let defaults = edge_settings(None, None).unwrap();
+        assert_eq!(defaults.mode, DeploymentMode::Production);
+        assert_eq!(
+            (defaults.ml_predictions_days, defaults.alert_history_days),
+            (90, 365)
+        );
+        let file: FileConfig =
+            toml::from_str("[edge]\nmode = \"demo\"\n[edge.retention]\nalert_history_days = 30\n")
+                .unwrap();
+        let s = edge_settings(None, file.edge.as_ref()).unwrap();
+        assert_eq!((s.mode, s.alert_history_days), (DeploymentMode::Demo, 30));
+        let s = edge_settings(Some("Development".into()), file.edge.as_ref()).unwrap();
+        assert_eq!(s.mode, DeploymentMode::Development);
+        let e = edge_settings(Some("staging".into()), None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("production, development, demo"), "{e}");
+        let bad: FileConfig =
+            toml::from_str("[edge.retention]\nml_predictions_days = 0\n").unwrap();
+        assert!(edge_settings(None, bad.edge.as_ref()).is_err());
     }
 }

@@ -3,6 +3,7 @@
 //! running server on the same database.
 
 mod config;
+mod edge;
 mod license;
 mod server;
 mod signals;
@@ -76,6 +77,31 @@ enum Command {
         /// Several regions as one deployment (docs/api.md, "Regions").
         #[command(flatten)]
         regions: config::RegionArgs,
+        #[command(flatten)]
+        storage: StorageArgs,
+    },
+    /// Run the edge agent of a plant's gateway: connectors, a local store, alert rules, the
+    /// provisioning API and the console (docs/api.md, "Edge provisioning").
+    Edge {
+        /// Address to listen on [default: 0.0.0.0:3000].
+        #[arg(long, env = "PLANTD_LISTEN")]
+        listen: Option<String>,
+        /// production (no preloaded assets), development (demo assets reading `plantd sim`)
+        /// or demo (generated data) [default: production].
+        #[arg(long, env = "DEPLOYMENT_MODE")]
+        mode: Option<String>,
+        /// development mode: the simulator's host.
+        #[arg(long, default_value = "127.0.0.1")]
+        sim_host: String,
+        /// development mode: the simulator's OPC UA port.
+        #[arg(long, default_value_t = 4840)]
+        sim_opcua_port: u16,
+        /// development mode: the simulator's Modbus TCP port.
+        #[arg(long, default_value_t = 5020)]
+        sim_modbus_port: u16,
+        /// An MQTT device channel of the agent's own (off unless given).
+        #[command(flatten)]
+        mqtt: config::MqttArgs,
         #[command(flatten)]
         storage: StorageArgs,
     },
@@ -216,8 +242,23 @@ fn main() -> ExitCode {
 async fn open_store(
     args: &StorageArgs,
 ) -> anyhow::Result<(FileConfig, StorageConfig, plantd_store::Store)> {
+    open_store_in(args, None).await
+}
+
+/// The store, its data directory defaulting to `default_dir` where neither the flag nor the
+/// file names one.
+async fn open_store_in(
+    args: &StorageArgs,
+    default_dir: Option<&str>,
+) -> anyhow::Result<(FileConfig, StorageConfig, plantd_store::Store)> {
     let file = FileConfig::load(args.config.as_deref())?;
-    let storage = StorageConfig::resolve(&file, args.data_dir.clone(), args.database_url.clone())?;
+    let data_dir = args.data_dir.clone().or_else(|| {
+        file.data_dir
+            .is_none()
+            .then(|| default_dir.map(PathBuf::from))
+            .flatten()
+    });
+    let storage = StorageConfig::resolve(&file, data_dir, args.database_url.clone())?;
     let store = plantd_store::Store::connect(&storage.database_url)
         .await
         .with_context(|| {
@@ -243,7 +284,38 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let (file, storage_cfg, store) = open_store(&storage).await?;
             let cfg = ServeConfig::resolve_with(file, listen, mqtt, None, storage_cfg)?
                 .with_regions(regions)?;
-            server::serve(cfg, store, None).await
+            server::serve(cfg, store, None, None).await
+        }
+        Command::Edge {
+            listen,
+            mode,
+            sim_host,
+            sim_opcua_port,
+            sim_modbus_port,
+            mqtt,
+            storage,
+        } => {
+            // An unknown mode is refused before anything starts.
+            if let Some(m) = &mode {
+                plantd_model::provisioning::DeploymentMode::parse(m).map_err(anyhow::Error::msg)?;
+            }
+            let (file, storage_cfg, store) =
+                open_store_in(&storage, Some(edge::DEFAULT_DATA_DIR)).await?;
+            let listen = listen
+                .or_else(|| file.listen.clone())
+                .or_else(|| Some(edge::DEFAULT_LISTEN.to_string()));
+            let settings = config::edge_settings(mode, file.edge.as_ref())?;
+            init_logging();
+            let mut cfg = ServeConfig::resolve_with(file, listen, mqtt, None, storage_cfg)?;
+            cfg.api.retention.predictions_days = Some(settings.ml_predictions_days);
+            let run = edge::EdgeRun {
+                mode: settings.mode,
+                sim_host,
+                sim_opcua_port,
+                sim_modbus_port,
+            };
+            cfg.api.edge = Some(settings);
+            server::serve(cfg, store, None, Some(run)).await
         }
         Command::Up {
             listen,
@@ -268,6 +340,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     run_simulator: !no_sim,
                     sim_port,
                 }),
+                None,
             )
             .await
         }

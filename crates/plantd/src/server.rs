@@ -153,6 +153,7 @@ pub(crate) async fn serve(
     cfg: ServeConfig,
     store: plantd_store::Store,
     demo: Option<Demo>,
+    edge: Option<crate::edge::EdgeRun>,
 ) -> anyhow::Result<()> {
     let _lock = lock_sqlite(&cfg.storage.database_url)?;
     let listener = tokio::net::TcpListener::bind(cfg.listen)
@@ -180,6 +181,8 @@ pub(crate) async fn serve(
     };
     let org_name = if demo.is_some() {
         "Demo plant"
+    } else if edge.is_some() {
+        "Edge"
     } else {
         "Default"
     };
@@ -262,6 +265,16 @@ pub(crate) async fn serve(
             None => println!("simulator: {endpoint} (not started here: --no-sim)"),
         }
     }
+    let generator = match &edge {
+        Some(run) => {
+            let org = store
+                .first_org()
+                .await?
+                .context("the database has no organization")?;
+            crate::edge::start(&app, &org.id, run, stop.clone()).await?
+        }
+        None => None,
+    };
     match first {
         Some(first) => {
             println!(
@@ -308,6 +321,9 @@ pub(crate) async fn serve(
     }
     if let Some(task) = external {
         task.abort();
+    }
+    if let Some(task) = generator {
+        let _ = task.await;
     }
     store.close().await;
     if let Some(sim) = simulator

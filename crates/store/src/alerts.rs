@@ -172,6 +172,31 @@ fn bind_rule_fields<'q>(
 }
 
 impl Store {
+    /// Deletes the alerts resolved before `before`, with their events and notifications (the
+    /// edge's alert history retention); open alerts are kept however old. Returns the alerts
+    /// deleted.
+    pub async fn delete_alert_history(&self, before: Timestamp) -> Result<u64> {
+        let mut tx = self.begin_write().await?;
+        let old = "SELECT id FROM alerts WHERE status = 'resolved' AND resolved_at < $1";
+        for table in ["alert_events", "notifications"] {
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DELETE FROM {table} WHERE alert_id IN ({old})"
+            )))
+            .bind(before.millis())
+            .execute(&mut *tx)
+            .await?;
+        }
+        let gone = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DELETE FROM alerts WHERE id IN ({old})"
+        )))
+        .bind(before.millis())
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        tx.commit().await?;
+        Ok(gone)
+    }
+
     pub async fn create_alert_rule(&self, org_id: &str, f: RuleFields) -> Result<AlertRule> {
         let (id, now) = (new_id(), Timestamp::now());
         let mut tx = self.begin_write().await?;

@@ -135,7 +135,11 @@ impl Store {
         self.commit_data_source_write(tx, org_id).await
     }
 
-    async fn commit_data_source_write(&self, mut tx: crate::WriteTx, org_id: &str) -> Result<()> {
+    pub(crate) async fn commit_data_source_write(
+        &self,
+        mut tx: crate::WriteTx,
+        org_id: &str,
+    ) -> Result<()> {
         if self.backend() == crate::Backend::Postgres {
             sqlx::query("SELECT pg_notify($1, $2)")
                 .bind(crate::data_source_cache::CHANNEL)

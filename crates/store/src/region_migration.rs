@@ -41,6 +41,7 @@ const fn t(name: &'static str, scope: Scope, order: &'static str) -> ResidentTab
 /// and refresh tokens (bound to the source's signing keys), and this instance's own tables.
 pub const RESIDENT_TABLES: &[ResidentTable] = &[
     t("data_sources", Scope::Org, "id"),
+    t("provisioned_assets", Scope::Org, "asset_id"),
     t("tag_metadata", Scope::Org, "asset_id, tag_name"),
     t("alert_rules", Scope::Org, "id"),
     t("alerts", Scope::Org, "id"),

@@ -264,6 +264,52 @@ async fn one_open_alert_per_rule_and_asset() {
     }
 }
 
+/// The edge's alert history retention deletes resolved alerts (with their outbox events)
+/// resolved before the cutoff, and keeps open and recently resolved ones.
+#[tokio::test]
+async fn alert_history_retention_keeps_open_and_recent_alerts() {
+    let (url, dir) = fresh_database().await;
+    let store = Store::connect(&url).await.unwrap();
+    let org = store.create_org("H", Tier::Trial).await.unwrap();
+    let rule = store
+        .create_alert_rule(&org.id, rule_fields("ds"))
+        .await
+        .unwrap();
+    let alert = |asset: &str| Alert {
+        rule_id: Some(rule.id.clone()),
+        rule_name: Some(rule.name.clone()),
+        severity: rule.severity,
+        title: rule.name.clone(),
+        source: RULE_SOURCE.into(),
+        ..new_alert(&org.id, asset)
+    };
+    let old = store.open_alert(&alert("A")).await.unwrap().unwrap();
+    store
+        .transition_alert(&org.id, &old.id, AlertStatus::Resolved, "u", None)
+        .await
+        .unwrap();
+    let open = store.open_alert(&alert("B")).await.unwrap().unwrap();
+    // A cutoff before the resolution deletes nothing; one after it, the resolved alert only.
+    let earlier = Timestamp::from_millis(Timestamp::now().millis() - 60_000);
+    assert_eq!(store.delete_alert_history(earlier).await.unwrap(), 0);
+    let later = Timestamp::from_millis(Timestamp::now().millis() + 60_000);
+    assert_eq!(store.delete_alert_history(later).await.unwrap(), 1);
+    assert!(matches!(
+        store.alert(&org.id, &old.id).await,
+        Err(crate::StoreError::NotFound)
+    ));
+    assert!(store.alert(&org.id, &open.id).await.is_ok());
+    let events = store.pending_alert_events(10).await.unwrap();
+    assert!(
+        events.iter().all(|e| e.alert_id != old.id),
+        "its events went with it"
+    );
+    assert!(events.iter().any(|e| e.alert_id == open.id));
+    if let Some(d) = dir {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
+
 /// Alerts with and without a value, in turn, through the same statement: an absent number must
 /// not fix the type its parameter is prepared with (PostgreSQL refused the next value).
 #[tokio::test]

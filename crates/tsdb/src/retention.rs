@@ -20,6 +20,10 @@ pub struct Retention {
     pub minute_days: i64,
     pub hour_days: i64,
     pub day_days: i64,
+    /// The edge's retention of ML predictions (the models' score series, tags
+    /// `anomaly_score:<model>`): no level of them is kept longer (`plantd edge`, 90 days).
+    #[serde(skip)]
+    pub predictions_days: Option<i64>,
 }
 
 impl Default for Retention {
@@ -29,11 +33,27 @@ impl Default for Retention {
             minute_days: 30,
             hour_days: 365,
             day_days: 5 * 365,
+            predictions_days: None,
         }
     }
 }
 
 impl Retention {
+    /// The retention of one tag's series: a prediction's levels kept at most
+    /// `predictions_days`.
+    fn of_tag(&self, tag: &str) -> Retention {
+        match self.predictions_days {
+            Some(days) if tag.starts_with(plantd_model::ml_models::SCORE_TAG_PREFIX) => Retention {
+                raw_days: self.raw_days.min(days),
+                minute_days: self.minute_days.min(days),
+                hour_days: self.hour_days.min(days),
+                day_days: self.day_days.min(days),
+                predictions_days: None,
+            },
+            _ => *self,
+        }
+    }
+
     /// Coarser levels must outlive finer ones by at least a day: a late point (accepted while
     /// its raw neighbours exist) recomputes its hour from minutes and its day from hours.
     pub fn check(&self) -> std::result::Result<(), String> {
@@ -71,17 +91,25 @@ pub(crate) async fn enforce(
     storage: &StorageUsage,
     now: Timestamp,
 ) -> Result<RetentionReport> {
-    let series: Vec<(i64, String)> = sqlx::query("SELECT id, org_id FROM telemetry_series")
-        .fetch_all(store.pool())
-        .await?
-        .iter()
-        .map(|row| Ok((row.try_get("id")?, row.try_get("org_id")?)))
-        .collect::<std::result::Result<_, sqlx::Error>>()?;
+    let series: Vec<(i64, String, String)> =
+        sqlx::query("SELECT id, org_id, tag_name FROM telemetry_series")
+            .fetch_all(store.pool())
+            .await?
+            .iter()
+            .map(|row| {
+                Ok((
+                    row.try_get("id")?,
+                    row.try_get("org_id")?,
+                    row.try_get("tag_name")?,
+                ))
+            })
+            .collect::<std::result::Result<_, sqlx::Error>>()?;
     let sqlite = store.backend() == Backend::Sqlite;
     let cutoff = |days: i64| now.millis() - days * DAY;
-    let raw_cutoff = cutoff(r.raw_days);
     let mut report = RetentionReport::default();
-    for (id, org) in series {
+    for (id, org, tag) in series {
+        let r = r.of_tag(&tag);
+        let raw_cutoff = cutoff(r.raw_days);
         let mut tx = store.begin_write().await?;
         if !sqlite {
             blocks::lock_orgs(&mut tx, std::iter::once(org.as_str())).await?;

@@ -21,6 +21,7 @@ mod ml_models;
 mod ota;
 mod overview;
 mod page;
+mod provisioning;
 mod regions;
 mod session;
 
@@ -38,7 +39,7 @@ use crate::state::AppState;
 const ADMINS_ONLY: &str = "this page is for owners and admins";
 
 /// Every page of the console, in navigation order.
-pub(crate) static PAGES: [ConsolePage; 30] = [
+pub(crate) static PAGES: [ConsolePage; 31] = [
     ConsolePage {
         path: "/",
         title: "Overview",
@@ -273,6 +274,14 @@ pub(crate) static PAGES: [ConsolePage; 30] = [
         route: || get(licenses::page),
     },
     ConsolePage {
+        path: "/provisioning",
+        title: "Provisioning",
+        section: "/provisioning",
+        nav: true,
+        needs: None,
+        route: || get(provisioning::page),
+    },
+    ConsolePage {
         path: REGIONS_PAGE,
         title: "Regions",
         section: REGIONS_PAGE,
@@ -323,7 +332,7 @@ pub fn router(state: AppState) -> Router<AppState> {
 }
 
 /// The embedded files: path under `/assets/`, content type, bytes.
-const ASSETS: [(&str, &str, &[u8]); 16] = [
+const ASSETS: [(&str, &str, &[u8]); 17] = [
     (
         "bi.js",
         "text/javascript; charset=utf-8",
@@ -358,6 +367,11 @@ const ASSETS: [(&str, &str, &[u8]); 16] = [
         "browse.js",
         "text/javascript; charset=utf-8",
         include_bytes!("../../assets/browse.js"),
+    ),
+    (
+        "provisioning.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../../assets/provisioning.js"),
     ),
     (
         "ota.js",

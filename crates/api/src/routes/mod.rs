@@ -19,6 +19,7 @@ mod oauth_apps;
 mod orgs;
 mod ota;
 mod products;
+mod provisioning;
 mod regions;
 mod stream;
 mod system;
@@ -49,6 +50,7 @@ pub fn all() -> Vec<Route> {
         anywhere(auth::routes()),
         oauth_apps::routes(),
         products::routes(),
+        provisioning::routes(),
         licenses::routes(),
         fleet::routes(),
         ml_datasets::routes(),

@@ -4,7 +4,8 @@
 //! reload, raises an alert and acknowledges it on the alerts page, sees the overview's values
 //! follow the stream, works the ML pages (datasets, labeling, training followed live, a model
 //! tested, deployed and undeployed), runs SQL in SQL Lab (table, chart, saved, a refusal with
-//! its position) and tests a row-level-security rule, and finds no errors in the browser's console. Screenshots
+//! its position) and tests a row-level-security rule, provisions assets from a CSV and a QR
+//! label, and finds no errors in the browser's console. Screenshots
 //! go to a folder the test prints.
 
 use plantd_test_support::ServerProcess;
@@ -85,6 +86,7 @@ async fn the_console_in_a_real_browser() {
         "reports_page",
         "embed_page",
         "regions_page",
+        "provisioning_page",
         "no_console_errors",
     ] {
         assert!(

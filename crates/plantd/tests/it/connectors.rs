@@ -11,15 +11,15 @@ use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_plantd");
 
-struct Sim {
+pub(crate) struct Sim {
     process: ServerProcess,
-    opcua_port: u16,
-    modbus_port: u16,
+    pub(crate) opcua_port: u16,
+    pub(crate) modbus_port: u16,
     dir: PathBuf,
 }
 
 /// Starts the simulator; ports 0 pick free ones.
-fn start_sim(name: &str, opcua_port: u16, modbus_port: u16) -> Sim {
+pub(crate) fn start_sim(name: &str, opcua_port: u16, modbus_port: u16) -> Sim {
     start_sim_with(name, opcua_port, modbus_port, None)
 }
 
@@ -74,7 +74,7 @@ fn start_sim_with(name: &str, opcua_port: u16, modbus_port: u16, config: Option<
 }
 
 impl Sim {
-    fn stop(mut self) -> (u16, u16) {
+    pub(crate) fn stop(mut self) -> (u16, u16) {
         self.process.stop("TERM");
         let _ = std::fs::remove_dir_all(&self.dir);
         (self.opcua_port, self.modbus_port)
@@ -129,7 +129,7 @@ async fn test_source(app: &TestApp, id: &str) -> Value {
 }
 
 /// Raw points of one series in the last 10 minutes.
-async fn points(app: &TestApp, asset: &str, tag: &str) -> Vec<Value> {
+pub(crate) async fn points(app: &TestApp, asset: &str, tag: &str) -> Vec<Value> {
     let start =
         plantd_model::Timestamp::from_millis(plantd_model::Timestamp::now().millis() - 600_000)
             .to_rfc3339();
@@ -150,7 +150,7 @@ async fn points(app: &TestApp, asset: &str, tag: &str) -> Vec<Value> {
     r.json["data"].as_array().cloned().unwrap_or_default()
 }
 
-async fn latest(app: &TestApp, asset: &str, tag: &str) -> Option<Value> {
+pub(crate) async fn latest(app: &TestApp, asset: &str, tag: &str) -> Option<Value> {
     let r = app
         .call(
             Method::GET,

@@ -16,6 +16,7 @@ mod conventions;
 mod crash;
 mod dashboards;
 mod data_sources;
+mod edge;
 mod fleet;
 mod identity;
 mod licenses;

@@ -12,6 +12,7 @@ async fn retention_deletes_each_level_and_rollups_keep_answering() {
         minute_days: 2,
         hour_days: 3,
         day_days: 4,
+        predictions_days: None,
     };
     let tsdb = crate::Tsdb::new(store.clone(), retention);
     let org = store.create_org("R", Tier::Enterprise).await.unwrap();
@@ -115,4 +116,76 @@ async fn retention_deletes_each_level_and_rollups_keep_answering() {
     if let Some(d) = dir {
         let _ = std::fs::remove_dir_all(d);
     }
+}
+
+/// The edge's prediction retention: a model's score series loses every level after
+/// `predictions_days`, while another tag keeps its hours and days.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn predictions_are_kept_only_their_days() {
+    let (url, dir) = fresh_database().await;
+    let store = Store::connect(&url).await.unwrap();
+    let retention = crate::Retention {
+        raw_days: 1,
+        minute_days: 2,
+        hour_days: 30,
+        day_days: 60,
+        predictions_days: Some(3),
+    };
+    let tsdb = crate::Tsdb::new(store.clone(), retention);
+    let org = store.create_org("P", Tier::Enterprise).await.unwrap();
+    let day = 86_400_000;
+    let start = (Timestamp::now().millis() / day) * day - 2 * HOUR;
+    let score = plantd_model::ml_models::score_tag("m1");
+    let points: Vec<Point> = ["T", score.as_str()]
+        .into_iter()
+        .flat_map(|tag| {
+            (0..60).map(move |i| Point {
+                asset_id: "A".into(),
+                tag_name: tag.into(),
+                value: i as f64,
+                timestamp: Timestamp::from_millis(start + i * 60_000),
+                quality: Quality::Good,
+                data_source_id: None,
+            })
+        })
+        .collect();
+    tsdb.ingest(&org.id, std::sync::Arc::new(points), None)
+        .await
+        .unwrap();
+    tsdb.seal_at(Timestamp::from_millis(start + 3 * HOUR))
+        .await
+        .unwrap();
+    tsdb.enforce_retention(Timestamp::from_millis(start + 5 * day))
+        .await
+        .unwrap();
+    assert_eq!(
+        hour_counts(&tsdb, &org.id, "T", start).await,
+        60,
+        "another tag keeps its hours"
+    );
+    assert_eq!(
+        hour_counts(&tsdb, &org.id, &score, start).await,
+        0,
+        "the predictions are gone"
+    );
+    if let Some(d) = dir {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
+
+/// Points counted by the hour rollups of one series of asset `A` around `start`.
+async fn hour_counts(tsdb: &crate::Tsdb, org: &str, tag: &str, start: i64) -> u64 {
+    let day = 86_400_000;
+    let f = crate::TelemetryFilter {
+        tag_name: Some(tag.to_string()),
+        ..filter("A", start - day, start + day)
+    };
+    let page = Page::new(None, Some(100)).unwrap();
+    tsdb.query_aggregated(org, &f, Aggregation::Count, Some(HOUR), page)
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|r| r.count)
+        .sum()
 }

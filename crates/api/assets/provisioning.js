@@ -1,0 +1,76 @@
+// plantd console, provisioning page: a CSV or YAML file imported (multipart to /v1/provisioning/import/csv or
+// yaml, chosen by the file's name), a QR label's payload posted as JSON; a refused import lists each bad line or
+// field, a good one says what it made and the page shows the new list.
+(function () {
+  'use strict';
+  const hook = { imports: 0 };
+  window.plantdProvisioning = hook;
+
+  function clear(form) {
+    for (const e of form.querySelectorAll('[data-error-for], .form-error, output')) e.textContent = '';
+    for (const l of form.querySelectorAll('.upload-errors')) { l.textContent = ''; l.hidden = true; }
+  }
+  // Each detail of a refusal as a line of the form's list (`line 3.port: '70000' is not a port`).
+  function refused(form, err) {
+    const list = form.querySelector('.upload-errors');
+    for (const d of err.details || []) {
+      const li = document.createElement('li');
+      li.textContent = d.field ? d.field + ': ' + d.message : d.message;
+      list.append(li);
+      list.hidden = false;
+    }
+    form.querySelector('.form-error').textContent = err.message || 'the import failed';
+  }
+  function done(form, report) {
+    hook.imports++;
+    form.querySelector('output').textContent = 'Imported ' + report.imported + ' asset' + (report.imported === 1 ? '' : 's') +
+      ' (' + report.created + ' new, ' + report.updated + ' updated).';
+    setTimeout(() => window.location.reload(), 800);
+  }
+  async function send(form, path, init) {
+    const button = form.querySelector('button[type="submit"]');
+    button.disabled = true;
+    try {
+      const r = await fetch(path, Object.assign({ method: 'POST', credentials: 'same-origin' }, init));
+      let body = null;
+      try { body = await r.json(); } catch (e) { /* not JSON */ }
+      if (r.ok && body) done(form, body.data);
+      else refused(form, (body && body.error) || { message: 'the import failed: HTTP ' + r.status });
+    } catch (e) {
+      refused(form, { message: 'cannot reach the server' });
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  const file = document.getElementById('provision-file');
+  if (file) {
+    file.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      clear(file);
+      const f = file.elements.namedItem('file').files[0];
+      if (!f) return;
+      const yaml = /\.ya?ml$/i.test(f.name);
+      const data = new FormData();
+      data.append('file', f, f.name);
+      send(file, '/v1/provisioning/import/' + (yaml ? 'yaml' : 'csv'), { body: data, headers: { Accept: 'application/json' } });
+    });
+  }
+
+  const qr = document.getElementById('provision-qr');
+  if (qr) {
+    qr.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      clear(qr);
+      const text = qr.elements.namedItem('payload').value.trim();
+      try { JSON.parse(text); } catch (e) {
+        refused(qr, { message: 'the payload is not JSON: ' + e.message });
+        return;
+      }
+      send(qr, '/v1/provisioning/import/qr', {
+        body: text,
+        headers: { Accept: 'application/json', 'Content-Type': 'application/json' },
+      });
+    });
+  }
+})();

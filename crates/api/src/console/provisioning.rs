@@ -1,0 +1,93 @@
+//! The console's provisioning page (issue 34): on an edge agent its mode and retention; the
+//! provisioned assets with their data source's state; a CSV or YAML file imported (multipart,
+//! its bad lines listed) and a QR label's payload pasted (`provisioning.js`).
+
+use axum::extract::State;
+use axum::response::Response;
+use maud::html;
+use plantd_model::Scope;
+use plantd_model::data_source::DataSourceStatus;
+
+use super::browser::Browser;
+use super::kit::{OrPage, time};
+use super::layout::shell;
+use crate::state::AppState;
+
+pub(crate) async fn page(
+    State(state): State<AppState>,
+    browser: Browser,
+) -> Result<Response, Response> {
+    let org = browser.org_id();
+    let assets = state.app.provisioned_assets(org).await.or_page(&browser)?;
+    let sources = state.app.data_sources(org).await.or_page(&browser)?;
+    let edge = state.app.edge_config().ok();
+    let write = browser.may(Scope::WriteAssets);
+    let body = html! {
+        h1 { "Provisioning" }
+        @if let Some(edge) = &edge {
+            p id="edge-mode" {
+                "Edge agent in " strong { (edge.mode.as_str()) } " mode. Kept here: raw points "
+                (edge.retention.raw_days) " days, 1-minute aggregates " (edge.retention.minute_days)
+                " days, 1-hour " (edge.retention.hour_days) " days, 1-day " (edge.retention.day_days)
+                " days, ML predictions " (edge.retention.ml_predictions_days) " days, alert history "
+                (edge.retention.alert_history_days) " days."
+            }
+        }
+        table class="list" id="provisioned" {
+            thead { tr { th scope="col" { "Asset" } th scope="col" { "Type" } th scope="col" { "Protocol" } th scope="col" { "Address" } th scope="col" { "Sensors" } th scope="col" { "Came by" } th scope="col" { "Source" } th scope="col" { "Updated" } } }
+            tbody {
+                @for a in &assets {
+                    @let source = sources.iter().find(|s| s.id == a.data_source_id);
+                    tr {
+                        td { (a.asset.asset_id) }
+                        td { (a.asset.asset_type) }
+                        td { (a.asset.protocol.as_str()) }
+                        td { code { (a.asset.host) ":" (a.asset.port) } }
+                        td { (a.asset.sensors.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")) }
+                        td { (a.method) }
+                        td {
+                            @match source {
+                                Some(s) if !s.enabled => { span class="badge" { "disabled" } }
+                                Some(s) if s.status == DataSourceStatus::Connected => { span class="badge ok" { "connected" } }
+                                Some(s) => { span class="badge warning" title=[s.last_error.as_deref()] { "disconnected" } }
+                                None => { span class="badge" { "?" } }
+                            }
+                        }
+                        td { (time(a.updated_at)) }
+                    }
+                }
+            }
+        }
+        @if assets.is_empty() {
+            p class="empty" { "No asset provisioned yet: import a CSV or YAML file, or a label's payload." }
+        }
+        @if write {
+            div class="forms" {
+                section {
+                    h2 { "Import a file" }
+                    form id="provision-file" {
+                        label for="provision-file-input" { "CSV (columns asset_id, asset_type, protocol, host, port, sensors) or YAML (assets: [...])" }
+                        input id="provision-file-input" name="file" type="file" accept=".csv,.yaml,.yml,text/csv,application/yaml" required;
+                        p class="field-error" data-error-for="file" {}
+                        ul class="upload-errors" hidden {}
+                        button type="submit" class="primary" { "Import" }
+                        p class="form-error" role="alert" {}
+                        output class="result" {}
+                    }
+                }
+                section {
+                    h2 { "A QR label" }
+                    form id="provision-qr" {
+                        label for="provision-qr-payload" { "The label's payload {id, t, h, s: [{n, a}]}" }
+                        textarea id="provision-qr-payload" name="payload" rows="4" required placeholder=r#"{"id": "Tank_07", "t": "tank", "h": "10.1.2.3", "s": [{"n": "Level", "a": 0}]}"# {}
+                        ul class="upload-errors" hidden {}
+                        button type="submit" class="primary" { "Provision" }
+                        p class="form-error" role="alert" {}
+                        output class="result" {}
+                    }
+                }
+            }
+        }
+    };
+    Ok(shell(&browser, body, &["provisioning.js"]))
+}

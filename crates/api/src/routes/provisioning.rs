@@ -1,0 +1,254 @@
+//! Edge provisioning (SPEC 4.15; issue 34; bodies decided in docs/api.md, "Edge provisioning"):
+//! assets imported from a CSV, a YAML file or a QR label become data sources named by their
+//! asset ids, the list of what was provisioned, and the edge agent's configuration.
+
+use axum::extract::{FromRequest, Multipart, Request, State};
+use axum::http::header::CONTENT_TYPE;
+use axum::response::Response;
+use plantd_app::provisioning::{EdgeConfigView, ImportReport, MAX_IMPORT_BYTES, Method};
+use plantd_model::Scope::{Admin, ReadAssets, WriteAssets};
+use plantd_model::Timestamp;
+use plantd_model::audit::AuditEvent;
+use plantd_model::provisioning::AssetRow;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::envelope::{Data, ok};
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{Auth, ValidJson, field_bytes, form_error};
+use crate::routing::{Policy, Route, route};
+use crate::state::AppState;
+
+pub(crate) fn routes() -> Vec<Route> {
+    vec![
+        route!(
+            import_csv,
+            Policy::scope(WriteAssets, AuditEvent::ProvisioningImport)
+        ),
+        route!(
+            import_yaml,
+            Policy::scope(WriteAssets, AuditEvent::ProvisioningImport)
+        ),
+        route!(
+            import_qr,
+            Policy::scope(WriteAssets, AuditEvent::ProvisioningImport)
+        ),
+        route!(
+            list_assets,
+            Policy::scope(ReadAssets, AuditEvent::ProvisioningList)
+        ),
+        route!(
+            start_usb_watch,
+            Policy::scope(Admin, AuditEvent::UsbWatchStart)
+        ),
+        route!(
+            get_usb_watch,
+            Policy::scope(ReadAssets, AuditEvent::UsbWatchRead)
+        ),
+        route!(
+            edge_config,
+            Policy::scope(ReadAssets, AuditEvent::EdgeConfigRead)
+        ),
+    ]
+}
+
+/// An import's form (multipart/form-data); the file may also be sent as the whole body.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct ImportForm {
+    /// The file (up to 2 MiB).
+    #[schema(value_type = String, format = Binary)]
+    file: Vec<u8>,
+}
+
+/// The file of an import: the multipart field `file`, or the whole body.
+async fn uploaded_file(req: Request) -> ApiResult<Vec<u8>> {
+    let is_form = req
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("multipart/form-data"));
+    let bytes = if is_form {
+        let mut form = Multipart::from_request(req, &()).await.map_err(|e| {
+            ApiError::validation(
+                "body",
+                format!(
+                    "must be multipart/form-data with the field file: {}",
+                    e.body_text()
+                ),
+            )
+        })?;
+        let mut file = None;
+        while let Some(field) = form.next_field().await.map_err(form_error)? {
+            let name = field.name().unwrap_or_default().to_string();
+            if name != "file" {
+                return Err(ApiError::validation(
+                    name,
+                    "unknown field: the form takes file",
+                ));
+            }
+            if file.is_some() {
+                return Err(ApiError::validation("file", "send one file"));
+            }
+            file = Some(field_bytes(field, "file", MAX_IMPORT_BYTES).await?);
+        }
+        file.unwrap_or_default()
+    } else {
+        axum::body::to_bytes(req.into_body(), MAX_IMPORT_BYTES)
+            .await
+            .map_err(|_| {
+                ApiError::validation("body", format!("must be at most {MAX_IMPORT_BYTES} bytes"))
+            })?
+            .to_vec()
+    };
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::validation(
+            "file",
+            "is required: send the file as the multipart field file or as the body",
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Import assets from a CSV (columns asset_id, asset_type, protocol, host, port, sensors; the
+/// sensors cell lists `name` or `name:address` separated by `;`). Each asset becomes (or
+/// updates) the data source named by its id; a file with a bad line names each bad line and
+/// imports nothing.
+#[utoipa::path(post, path = "/provisioning/import/csv", tag = "provisioning",
+    request_body(content((ImportForm = "multipart/form-data"), (String = "text/csv"))),
+    responses((status = 200, body = Data<ImportReport>),
+        (status = 409, description = "A migration of the organization is under way")))]
+async fn import_csv(
+    State(state): State<AppState>,
+    caller: Auth,
+    req: Request,
+) -> ApiResult<Response> {
+    let file = uploaded_file(req).await?;
+    Ok(ok(state
+        .app
+        .import_csv(&caller.org_id, &file, Method::Csv)
+        .await?))
+}
+
+/// Import assets from a YAML file (`assets:` a list of assets with the CSV's fields and SPEC
+/// 2.17's asset keys; docs/api.md). A file with a bad entry names each and imports nothing.
+#[utoipa::path(post, path = "/provisioning/import/yaml", tag = "provisioning",
+    request_body(content((ImportForm = "multipart/form-data"), (String = "application/yaml"))),
+    responses((status = 200, body = Data<ImportReport>),
+        (status = 409, description = "A migration of the organization is under way")))]
+async fn import_yaml(
+    State(state): State<AppState>,
+    caller: Auth,
+    req: Request,
+) -> ApiResult<Response> {
+    let file = uploaded_file(req).await?;
+    Ok(ok(state
+        .app
+        .import_yaml(&caller.org_id, &file, Method::Yaml)
+        .await?))
+}
+
+/// A QR label's payload (SPEC 2.16): `id` asset id, `t` asset type, `h` host, `s` sensors
+/// `[{n: name, a: register address or node index}]`; optional `p` protocol (modbus, the
+/// default, or opcua) and `o` port.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct QrLabel {
+    id: String,
+    t: String,
+    h: String,
+    s: Vec<QrSensor>,
+    p: Option<String>,
+    o: Option<u16>,
+}
+
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct QrSensor {
+    n: String,
+    a: Option<i64>,
+}
+
+/// Provision the asset a QR label describes (a phone scanning the label posts its payload).
+#[utoipa::path(post, path = "/provisioning/import/qr", tag = "provisioning", request_body = QrLabel,
+    responses((status = 200, body = Data<ImportReport>),
+        (status = 409, description = "A migration of the organization is under way")))]
+async fn import_qr(
+    State(state): State<AppState>,
+    caller: Auth,
+    ValidJson(label): ValidJson<Value>,
+) -> ApiResult<Response> {
+    Ok(ok(state.app.import_qr(&caller.org_id, &label).await?))
+}
+
+/// A provisioned asset: as described, its data source, how and when it came.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ProvisionedView {
+    #[serde(flatten)]
+    pub asset: AssetRow,
+    pub data_source_id: String,
+    /// csv, yaml, qr, usb, cloud or clone.
+    pub method: String,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// The provisioned assets, by asset id.
+#[utoipa::path(get, path = "/provisioning/assets", tag = "provisioning",
+    responses((status = 200, body = Data<Vec<ProvisionedView>>)))]
+async fn list_assets(State(state): State<AppState>, caller: Auth) -> ApiResult<Response> {
+    let assets = state.app.provisioned_assets(&caller.org_id).await?;
+    let data: Vec<ProvisionedView> = assets
+        .into_iter()
+        .map(|p| ProvisionedView {
+            asset: p.asset,
+            data_source_id: p.data_source_id,
+            method: p.method,
+            created_at: p.created_at,
+            updated_at: p.updated_at,
+        })
+        .collect();
+    Ok(ok(data))
+}
+
+/// The edge agent's mode and retention (SPEC 2.16, 8.6); 404 on an instance that is not an
+/// edge agent.
+#[utoipa::path(get, path = "/edge/config", tag = "provisioning",
+    responses((status = 200, body = Data<EdgeConfigView>),
+        (status = 404, description = "This instance is not an edge agent (`plantd edge`)")))]
+async fn edge_config(State(state): State<AppState>, _caller: Auth) -> ApiResult<Response> {
+    Ok(ok(state.app.edge_config()?))
+}
+
+/// `POST /provisioning/usb/watch/start`.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UsbWatchStart {
+    /// The absolute directory a USB stick mounts at (`/media/usb`); it may not exist yet.
+    pub path: String,
+}
+
+/// Watch a mount directory: `twinbox_config.csv` or a `.yaml` file in it or in a folder of it
+/// is imported, then marked `<file>.imported`. Replaces the organization's former watch; kept
+/// across restarts. Admin only (it reads and writes the host's files).
+#[utoipa::path(post, path = "/provisioning/usb/watch/start", tag = "provisioning", request_body = UsbWatchStart,
+    responses((status = 200, body = Data<plantd_app::usb_watch::UsbWatchView>)))]
+async fn start_usb_watch(
+    State(state): State<AppState>,
+    caller: Auth,
+    ValidJson(body): ValidJson<UsbWatchStart>,
+) -> ApiResult<Response> {
+    Ok(ok(state
+        .app
+        .start_usb_watch(&caller.org_id, &body.path)
+        .await?))
+}
+
+/// The organization's USB watch on this instance: its directory, whether a stick is there,
+/// and the files imported or refused.
+#[utoipa::path(get, path = "/provisioning/usb/watch", tag = "provisioning",
+    responses((status = 200, body = Data<plantd_app::usb_watch::UsbWatchView>),
+        (status = 404, description = "No watch was started")))]
+async fn get_usb_watch(State(state): State<AppState>, caller: Auth) -> ApiResult<Response> {
+    Ok(ok(state.app.usb_watch(&caller.org_id)?))
+}

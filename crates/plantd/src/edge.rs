@@ -1,0 +1,142 @@
+//! `plantd edge` (issue 34): the same server as `plantd serve`, run as a plant's edge agent. Its
+//! `DEPLOYMENT_MODE` (SPEC 2.16) decides what it starts with: `production` nothing (assets are
+//! provisioned: `/v1/provisioning`), `development` the simulator's demo assets (data sources
+//! reading `plantd sim` over Modbus TCP and OPC UA), `demo` generated data with no device
+//! connection (the simulator's models, run here).
+
+use plantd_app::App;
+use plantd_app::provisioning::Method;
+use plantd_model::Timestamp;
+use plantd_model::provisioning::DeploymentMode;
+use plantd_model::telemetry::{Point, Quality};
+use serde_json::{Value, json};
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Where the listening address defaults to: the SPEC's dashboard port, on every interface.
+pub(crate) const DEFAULT_LISTEN: &str = "0.0.0.0:3000";
+/// The agent's data directory unless told otherwise (beside a cloud's `./plantd-data`).
+pub(crate) const DEFAULT_DATA_DIR: &str = "./plantd-edge-data";
+
+/// What `plantd edge` adds to the server.
+#[derive(Clone, Debug)]
+pub(crate) struct EdgeRun {
+    pub(crate) mode: DeploymentMode,
+    /// `development`: the simulator's host and ports.
+    pub(crate) sim_host: String,
+    pub(crate) sim_opcua_port: u16,
+    pub(crate) sim_modbus_port: u16,
+}
+
+/// The demo assets of `development` mode: the simulator's pump over Modbus TCP (its map: each
+/// numeric variable a float in two registers, in order), its motor and HVAC unit over OPC UA.
+pub(crate) fn development_assets(run: &EdgeRun) -> Vec<Value> {
+    let pump = [
+        "Vibration_X",
+        "Vibration_Y",
+        "Vibration_Z",
+        "Motor_Temperature",
+        "Bearing_Temperature",
+        "Discharge_Pressure",
+        "Suction_Pressure",
+        "Flow_Rate",
+        "Motor_Current",
+        "Motor_Speed",
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, name)| format!("{name}:{}", 2 * i))
+    .collect::<Vec<_>>()
+    .join(";");
+    vec![
+        json!({"asset_id": "Pump_01", "asset_type": "centrifugal_pump", "protocol": "modbus",
+               "host": run.sim_host, "port": run.sim_modbus_port, "sensors": pump,
+               "initial_state": "running"}),
+        json!({"asset_id": "Motor_01", "asset_type": "electric_motor", "protocol": "opcua",
+               "host": run.sim_host, "port": run.sim_opcua_port, "linked_to": "Pump_01",
+               "sensors": "Stator_Temperature;Rotor_Temperature;Current_L1;Power_Factor;Active_Power;Speed"}),
+        json!({"asset_id": "HVAC_01", "asset_type": "hvac_unit", "protocol": "opcua",
+               "host": run.sim_host, "port": run.sim_opcua_port,
+               "sensors": "Supply_Temperature;Return_Temperature;Humidity;CO2_Level;Fan_Speed"}),
+    ]
+}
+
+/// Starts what the mode adds, and says so; `demo` returns its generator's task.
+pub(crate) async fn start(
+    app: &App,
+    org_id: &str,
+    run: &EdgeRun,
+    stop: watch::Receiver<bool>,
+) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
+    match run.mode {
+        DeploymentMode::Production => {
+            println!(
+                "edge agent: production mode (no preloaded assets; provision them: POST /v1/provisioning/import/csv, yaml or qr)"
+            );
+            Ok(None)
+        }
+        DeploymentMode::Development => {
+            let report = app
+                .import_entries(org_id, development_assets(run), Method::Development)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot preload the demo assets: {e}"))?;
+            println!(
+                "edge agent: development mode, {} demo assets reading the simulator at {} (OPC UA {}, Modbus TCP {}; start it with: plantd sim start)",
+                report.imported, run.sim_host, run.sim_opcua_port, run.sim_modbus_port
+            );
+            Ok(None)
+        }
+        DeploymentMode::Demo => {
+            let sim = plantd_sim::Simulation::new(
+                &plantd_sim::SimConfig::default_plant(),
+                Timestamp::now().millis() as u64,
+                Timestamp::now().millis() as f64 / 1000.0,
+            )
+            .map_err(|e| anyhow::anyhow!("cannot start the demo data: {e}"))?;
+            println!(
+                "edge agent: demo mode, generated data of the simulator's plant every second (no device connections)"
+            );
+            Ok(Some(tokio::spawn(generate(
+                app.clone(),
+                org_id.to_string(),
+                sim,
+                stop,
+            ))))
+        }
+    }
+}
+
+/// `demo` mode: every second, the simulated plant's values as points of their assets.
+async fn generate(
+    app: App,
+    org_id: String,
+    mut sim: plantd_sim::Simulation,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.changed() => return,
+        }
+        sim.advance(1.0);
+        let now = Timestamp::now();
+        let points: Vec<Point> = sim
+            .snapshot()
+            .into_iter()
+            .filter(|v| !matches!(v.value, plantd_sim::Value::Text(_)))
+            .map(|v| Point {
+                asset_id: v.asset_id,
+                tag_name: v.name,
+                value: v.value.as_f64(),
+                timestamp: now,
+                quality: Quality::Good,
+                data_source_id: None,
+            })
+            .collect();
+        if let Err(e) = app.write_generated(&org_id, points).await {
+            tracing::warn!(error = %e, "demo mode: generated points were not stored");
+        }
+    }
+}
