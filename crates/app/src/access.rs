@@ -30,7 +30,8 @@ pub enum Access {
     /// which the use case checks (a device registering with an enrollment token).
     ScopeOrProof(Scope),
     /// A credential holding this scope, or a device's own password as its bearer token (an
-    /// OTA package download). Device credentials are refused on every other operation.
+    /// OTA package download, an edge device reading its assets). Device credentials are
+    /// refused on every other operation.
     ScopeOrDevice(Scope),
 }
 
@@ -193,7 +194,7 @@ impl App {
         let device = matches!(caller.credential, Credential::Device { .. });
         if refusal.is_none() && device && !matches!(policy.access, Access::ScopeOrDevice(_)) {
             refusal = Some(AppError::Unauthenticated(
-                "a device's credentials are accepted only to download OTA packages and their public key".into(),
+                "a device's credentials are accepted only to download OTA packages and their public key, and to read its own assets".into(),
             ));
         }
         if refusal.is_none()

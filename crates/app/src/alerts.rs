@@ -110,7 +110,7 @@ pub struct Acknowledgement {
     pub note: Option<String>,
 }
 
-fn condition(v: &mut Validator, c: &NewCondition) -> Condition {
+pub(crate) fn condition(v: &mut Validator, c: &NewCondition) -> Condition {
     if let Err(e) = check_name(&c.tag_name) {
         v.add("condition.tag_name", e);
     }
@@ -263,6 +263,32 @@ impl App {
             auto_resolve: current.auto_resolve,
         };
         self.replace_alert_rule(org_id, id, fields).await
+    }
+
+    /// Writes `fields` (checked) as the organization's rule of that name: replaced if one
+    /// exists, else created. Returns whether it was created.
+    pub(crate) async fn put_rule_by_name(
+        &self,
+        org_id: &str,
+        fields: RuleFields,
+    ) -> AppResult<bool> {
+        let existing = self
+            .store()
+            .alert_rules(org_id)
+            .await?
+            .into_iter()
+            .find(|r| r.name == fields.name);
+        match existing {
+            Some(r) => {
+                self.replace_alert_rule(org_id, &r.id, fields).await?;
+                Ok(false)
+            }
+            None => {
+                let rule = self.store().create_alert_rule(org_id, fields).await?;
+                self.alert_engine().rule_changed(org_id, &rule.id);
+                Ok(true)
+            }
+        }
     }
 
     async fn replace_alert_rule(

@@ -25,6 +25,8 @@ mod deliveries;
 pub mod demo;
 pub mod device_channel;
 mod device_seen;
+pub mod edge_clone;
+pub mod edge_uplink;
 mod error;
 pub mod events;
 pub mod fleet;

@@ -185,44 +185,7 @@ pub fn yaml_entries(bytes: &[u8]) -> AppResult<Vec<(String, Value)>> {
         .collect())
 }
 
-/// `GET /v1/edge/config`: the agent's mode and retention (SPEC 8.6).
-#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
-pub struct EdgeConfigView {
-    pub mode: plantd_model::provisioning::DeploymentMode,
-    pub retention: EdgeRetention,
-}
-
-/// Days each kind of data is kept on the agent.
-#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
-pub struct EdgeRetention {
-    pub raw_days: i64,
-    pub minute_days: i64,
-    pub hour_days: i64,
-    pub day_days: i64,
-    pub ml_predictions_days: i64,
-    pub alert_history_days: i64,
-}
-
 impl App {
-    /// The edge agent's settings; `not found` on an instance that is not `plantd edge`.
-    pub fn edge_config(&self) -> AppResult<EdgeConfigView> {
-        let edge = self.config().edge.as_ref().ok_or(AppError::NotFound(
-            "edge configuration (this instance is not an edge agent: `plantd edge`)",
-        ))?;
-        let r = &self.config().retention;
-        Ok(EdgeConfigView {
-            mode: edge.mode,
-            retention: EdgeRetention {
-                raw_days: r.raw_days,
-                minute_days: r.minute_days,
-                hour_days: r.hour_days,
-                day_days: r.day_days,
-                ml_predictions_days: edge.ml_predictions_days,
-                alert_history_days: edge.alert_history_days,
-            },
-        })
-    }
-
     /// Writes points an edge agent in `demo` mode generates (no device connections), through
     /// the same ingest as a connector's.
     pub async fn write_generated(
@@ -291,6 +254,23 @@ impl App {
             .map(|(i, a)| (format!("assets[{i}]"), a))
             .collect();
         self.provision(org_id, entries, method).await
+    }
+
+    /// Assets as JSON entries named `assets[i]`, refused with `v`'s problems too (a clone's
+    /// rules).
+    pub(crate) async fn import_entries_checked(
+        &self,
+        org_id: &str,
+        assets: Vec<Value>,
+        method: Method,
+        v: Validator,
+    ) -> AppResult<ImportReport> {
+        let entries = assets
+            .into_iter()
+            .enumerate()
+            .map(|(i, a)| (format!("assets[{i}]"), a))
+            .collect();
+        self.provision_checked(org_id, entries, method, v).await
     }
 
     /// The organization's provisioned assets, by asset id.

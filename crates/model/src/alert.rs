@@ -106,7 +106,7 @@ impl AlertStatus {
 }
 
 /// The condition of a rule (SPEC 2.5), with `max_gap_seconds` as an extension.
-#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Condition {
     pub tag_name: String,
     pub operator: Operator,

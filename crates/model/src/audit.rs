@@ -179,6 +179,9 @@ audit_events! {
     UsbWatchStart => "usb_watch.start", DataSources, "usb_watch", Warning;
     UsbWatchRead => "usb_watch.read", DataSources, "usb_watch", Info;
     EdgeConfigRead => "edge.config_read", System, "edge", Info;
+    EdgeEnroll => "edge.enroll", System, "edge", Warning;
+    ProvisioningCloudSync => "provisioned_asset.cloud_sync", DataSources, "provisioned_asset", Info;
+    ProvisioningClone => "provisioned_asset.clone", DataSources, "provisioned_asset", Info;
 
     DashboardList => "dashboard.list", Dashboards, "dashboard", Info;
     DashboardCreate => "dashboard.create", Dashboards, "dashboard", Info;
@@ -280,6 +283,8 @@ audit_events! {
     DeviceHealth => "device.health", Fleet, "device", Info;
     DeviceCommand => "device.command", Fleet, "device", Info;
     DeviceCommands => "device.commands", Fleet, "device", Info;
+    DeviceAssetsSet => "device.assets_set", Fleet, "device", Info;
+    DeviceAssetsRead => "device.assets_read", Fleet, "device", Info;
     DeviceConnect => "device.connect", Fleet, "device", Info;
     DeviceGroupList => "device_group.list", Fleet, "device_group", Info;
     DeviceGroupCreate => "device_group.create", Fleet, "device_group", Info;

@@ -26,6 +26,8 @@ pub(crate) struct EdgeRun {
     pub(crate) sim_host: String,
     pub(crate) sim_opcua_port: u16,
     pub(crate) sim_modbus_port: u16,
+    /// `--enroll TOKEN --cloud URL`: the token and the cloud.
+    pub(crate) enroll: Option<(String, String)>,
 }
 
 /// The demo assets of `development` mode: the simulator's pump over Modbus TCP (its map: each
@@ -61,6 +63,36 @@ pub(crate) fn development_assets(run: &EdgeRun) -> Vec<Value> {
     ]
 }
 
+/// Enrolls with the cloud once (`--enroll`); a failure is said and the agent runs on without
+/// the cloud (enrolling again at the next start, or by `POST /v1/edge/enroll`).
+async fn enroll(app: &App, org_id: &str, run: &EdgeRun) {
+    let Some((token, cloud)) = &run.enroll else {
+        return;
+    };
+    let cloud = cloud.trim().trim_end_matches('/');
+    match app.cloud_link(org_id).await {
+        Ok(Some(link)) if link.url == cloud => {
+            println!(
+                "edge agent: enrolled with {} as device {} (since {})",
+                link.url,
+                link.device_id,
+                link.enrolled_at.to_rfc3339()
+            );
+            return;
+        }
+        _ => {}
+    }
+    match app.enroll(org_id, cloud, token).await {
+        Ok(link) => println!(
+            "edge agent: enrolled with {} as device {}",
+            link.url, link.device_id
+        ),
+        Err(e) => {
+            println!("edge agent: cannot enroll with {cloud}: {e}; running without the cloud")
+        }
+    }
+}
+
 /// Starts what the mode adds, and says so; `demo` returns its generator's task.
 pub(crate) async fn start(
     app: &App,
@@ -68,6 +100,7 @@ pub(crate) async fn start(
     run: &EdgeRun,
     stop: watch::Receiver<bool>,
 ) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
+    enroll(app, org_id, run).await;
     match run.mode {
         DeploymentMode::Production => {
             println!(

@@ -99,6 +99,13 @@ enum Command {
         /// development mode: the simulator's Modbus TCP port.
         #[arg(long, default_value_t = 5020)]
         sim_modbus_port: u16,
+        /// Enroll with the cloud (--cloud) by this enrollment token at start (once: an
+        /// enrolled agent keeps its enrollment).
+        #[arg(long, env = "PLANTD_ENROLLMENT_TOKEN", requires = "cloud")]
+        enroll: Option<String>,
+        /// The cloud's root address (https://plant.example.com).
+        #[arg(long, env = "PLANTD_CLOUD_URL")]
+        cloud: Option<String>,
         /// An MQTT device channel of the agent's own (off unless given).
         #[command(flatten)]
         mqtt: config::MqttArgs,
@@ -292,6 +299,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             sim_host,
             sim_opcua_port,
             sim_modbus_port,
+            enroll,
+            cloud,
             mqtt,
             storage,
         } => {
@@ -313,6 +322,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 sim_host,
                 sim_opcua_port,
                 sim_modbus_port,
+                enroll: enroll.zip(cloud),
             };
             cfg.api.edge = Some(settings);
             server::serve(cfg, store, None, Some(run)).await

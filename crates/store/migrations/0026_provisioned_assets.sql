@@ -21,3 +21,24 @@ CREATE TABLE usb_watches (
     path TEXT NOT NULL,
     started_at BIGINT NOT NULL
 );
+
+-- The assets an operator registers in the cloud for an edge device (issue 34): the rows an
+-- import takes, as checked; the device pulls them (`POST /v1/provisioning/sync/cloud`).
+CREATE TABLE device_assets (
+    device_id TEXT PRIMARY KEY REFERENCES devices(id) ON DELETE CASCADE,
+    org_id TEXT NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+    assets TEXT NOT NULL,
+    updated_at BIGINT NOT NULL
+);
+
+-- An edge agent's enrollment with its cloud (`plantd edge --enroll TOKEN --cloud URL`): the
+-- cloud's root, the device it is there and its password (the agent's own credential, kept in
+-- its own database), what the cloud answered of its MQTT channel.
+CREATE TABLE edge_uplink (
+    org_id TEXT PRIMARY KEY REFERENCES organizations(id) ON DELETE CASCADE,
+    cloud_url TEXT NOT NULL,
+    device_id TEXT NOT NULL,
+    password TEXT NOT NULL,
+    mqtt TEXT NOT NULL,
+    enrolled_at BIGINT NOT NULL
+);

@@ -74,7 +74,7 @@ pub use notify::NotifyTarget;
 pub use oauth::{ClientRecord, CodeRecord, GrantRecord, NewApplication, NewCode, RefreshUse};
 pub use orgs::NewUser;
 pub use ota::{NewDeployment, OtaCommand, ReportUpdate};
-pub use provisioning::{AssetWrite, Provisioned, ProvisionedAsset};
+pub use provisioning::{AssetWrite, Provisioned, ProvisionedAsset, Uplink};
 pub use region_migration::{Cell, RESIDENT_TABLES, RegionMigration, ResidentTable, TableRows};
 pub use replication::{Change, OutboxEntry};
 pub use standby::StandbyCopy;

@@ -37,6 +37,17 @@ pub struct ProvisionedAsset {
     pub updated_at: Timestamp,
 }
 
+/// An edge agent's enrollment with its cloud.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Uplink {
+    pub cloud_url: String,
+    pub device_id: String,
+    pub password: String,
+    /// What the cloud answered of its MQTT channel (`client_id`, `username`, `topics`).
+    pub mqtt: Value,
+    pub enrolled_at: Timestamp,
+}
+
 /// What an import did to one asset.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Provisioned {
@@ -169,6 +180,100 @@ impl Store {
                 ))
             })
             .collect()
+    }
+
+    /// Registers `assets` (checked rows) for a device of the organization; `NotFound` for
+    /// another organization's device.
+    pub async fn set_device_assets(
+        &self,
+        org_id: &str,
+        device_id: &str,
+        assets: &[AssetRow],
+    ) -> Result<Timestamp> {
+        let now = Timestamp::now();
+        let mut tx = self.begin_write().await?;
+        let found = sqlx::query("SELECT id FROM devices WHERE org_id = $1 AND id = $2")
+            .bind(org_id)
+            .bind(device_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if found.is_none() {
+            return Err(crate::StoreError::NotFound);
+        }
+        sqlx::query(
+            "INSERT INTO device_assets (device_id, org_id, assets, updated_at) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (device_id) DO UPDATE SET assets = $3, updated_at = $4",
+        )
+        .bind(device_id)
+        .bind(org_id)
+        .bind(serde_json::to_string(assets)?)
+        .bind(now.millis())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(now)
+    }
+
+    /// The assets registered for a device: none registered is an empty list with no time.
+    pub async fn device_assets(
+        &self,
+        org_id: &str,
+        device_id: &str,
+    ) -> Result<(Vec<AssetRow>, Option<Timestamp>)> {
+        let row = sqlx::query(
+            "SELECT assets, updated_at FROM device_assets WHERE org_id = $1 AND device_id = $2",
+        )
+        .bind(org_id)
+        .bind(device_id)
+        .fetch_optional(self.pool())
+        .await?;
+        match row {
+            Some(r) => Ok((
+                json_column(&r, "assets")?,
+                Some(Timestamp::from_millis(r.try_get("updated_at")?)),
+            )),
+            None => Ok((Vec::new(), None)),
+        }
+    }
+
+    /// Records the agent's enrollment (replacing a former one).
+    pub async fn set_uplink(&self, org_id: &str, u: &Uplink) -> Result<()> {
+        let mut tx = self.begin_write().await?;
+        sqlx::query(
+            "INSERT INTO edge_uplink (org_id, cloud_url, device_id, password, mqtt, enrolled_at) \
+             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (org_id) DO UPDATE SET cloud_url = $2, \
+             device_id = $3, password = $4, mqtt = $5, enrolled_at = $6",
+        )
+        .bind(org_id)
+        .bind(&u.cloud_url)
+        .bind(&u.device_id)
+        .bind(&u.password)
+        .bind(u.mqtt.to_string())
+        .bind(u.enrolled_at.millis())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The agent's enrollment, if it enrolled.
+    pub async fn uplink(&self, org_id: &str) -> Result<Option<Uplink>> {
+        let row = sqlx::query(
+            "SELECT cloud_url, device_id, password, mqtt, enrolled_at FROM edge_uplink WHERE org_id = $1",
+        )
+        .bind(org_id)
+        .fetch_optional(self.pool())
+        .await?;
+        row.map(|r| {
+            Ok(Uplink {
+                cloud_url: r.try_get("cloud_url")?,
+                device_id: r.try_get("device_id")?,
+                password: r.try_get("password")?,
+                mqtt: json_column(&r, "mqtt")?,
+                enrolled_at: Timestamp::from_millis(r.try_get("enrolled_at")?),
+            })
+        })
+        .transpose()
     }
 
     /// The organization's provisioned assets, by asset id.

@@ -60,6 +60,7 @@ pub const RESIDENT_TABLES: &[ResidentTable] = &[
     t("license_activations", Scope::Org, "id"),
     t("device_groups", Scope::Org, "id"),
     t("devices", Scope::Org, "id"),
+    t("device_assets", Scope::Org, "device_id"),
     t("device_tags", Scope::Org, "device_id, tag"),
     t("device_group_members", Scope::Org, "device_id, group_id"),
     t("enrollment_tokens", Scope::Org, "id"),

@@ -9,7 +9,7 @@ use plantd_model::Scope;
 use plantd_model::data_source::DataSourceStatus;
 
 use super::browser::Browser;
-use super::kit::{OrPage, time};
+use super::kit::{OrPage, action_button, time};
 use super::layout::shell;
 use crate::state::AppState;
 
@@ -20,7 +20,7 @@ pub(crate) async fn page(
     let org = browser.org_id();
     let assets = state.app.provisioned_assets(org).await.or_page(&browser)?;
     let sources = state.app.data_sources(org).await.or_page(&browser)?;
-    let edge = state.app.edge_config().ok();
+    let edge = state.app.edge_config(org).await.ok();
     let write = browser.may(Scope::WriteAssets);
     let body = html! {
         h1 { "Provisioning" }
@@ -31,6 +31,17 @@ pub(crate) async fn page(
                 " days, 1-hour " (edge.retention.hour_days) " days, 1-day " (edge.retention.day_days)
                 " days, ML predictions " (edge.retention.ml_predictions_days) " days, alert history "
                 (edge.retention.alert_history_days) " days."
+            }
+            @match &edge.cloud {
+                Some(c) => {
+                    p id="edge-cloud" {
+                        "Enrolled with " code { (c.url) } " as device " code { (c.device_id) } " since " (time(c.enrolled_at)) ". "
+                        @if write {
+                            (action_button("POST", "/v1/provisioning/sync/cloud", "Sync assets from the cloud", "", None))
+                        }
+                    }
+                }
+                None => { p id="edge-cloud" { "Not enrolled with a cloud (plantd edge --enroll TOKEN --cloud URL)." } }
             }
         }
         table class="list" id="provisioned" {

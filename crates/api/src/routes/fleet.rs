@@ -33,6 +33,14 @@ pub(crate) fn routes() -> Vec<Route> {
             Policy::scope_or_proof(WriteAssets, AuditEvent::DeviceRegister)
         ),
         route!(
+            put_device_assets,
+            Policy::scope(WriteAssets, AuditEvent::DeviceAssetsSet)
+        ),
+        route!(
+            get_device_assets,
+            Policy::scope_or_device(ReadAssets, AuditEvent::DeviceAssetsRead)
+        ),
+        route!(
             get_device,
             Policy::scope(ReadAssets, AuditEvent::DeviceRead)
         ),
@@ -288,4 +296,36 @@ async fn revoke_token(State(state): State<AppState>, r: ById) -> ApiResult<Respo
         .app
         .revoke_enrollment_token(r.org(), &r.id)
         .await?))
+}
+
+/// `PUT /fleet/devices/{id}/assets`.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceAssetsBody {
+    /// Rows with the CSV import's fields (docs/api.md, "Edge provisioning"); `[]` clears them.
+    #[schema(value_type = Vec<Object>)]
+    pub assets: Vec<serde_json::Value>,
+}
+
+/// Register the assets an edge device provisions at its next cloud sync (each row checked as
+/// an import's; a bad one is named `assets[i].field` and nothing is stored).
+#[utoipa::path(put, path = "/fleet/devices/{id}/assets", tag = "fleet", params(("id" = String, Path)),
+    request_body = DeviceAssetsBody,
+    responses((status = 200, body = Data<plantd_app::edge_uplink::DeviceAssets>)))]
+async fn put_device_assets(
+    State(state): State<AppState>,
+    r: ById,
+    ValidJson(body): ValidJson<DeviceAssetsBody>,
+) -> ApiResult<Response> {
+    Ok(ok(state
+        .app
+        .set_device_assets(r.org(), &r.id, body.assets)
+        .await?))
+}
+
+/// The assets registered for a device; the device itself reads its own with its password.
+#[utoipa::path(get, path = "/fleet/devices/{id}/assets", tag = "fleet", params(("id" = String, Path)),
+    responses((status = 200, body = Data<plantd_app::edge_uplink::DeviceAssets>)))]
+async fn get_device_assets(State(state): State<AppState>, r: ById) -> ApiResult<Response> {
+    Ok(ok(state.app.device_assets(&r.caller, &r.id).await?))
 }

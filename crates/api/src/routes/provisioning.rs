@@ -5,7 +5,8 @@
 use axum::extract::{FromRequest, Multipart, Request, State};
 use axum::http::header::CONTENT_TYPE;
 use axum::response::Response;
-use plantd_app::provisioning::{EdgeConfigView, ImportReport, MAX_IMPORT_BYTES, Method};
+use plantd_app::edge_uplink::EdgeConfigView;
+use plantd_app::provisioning::{ImportReport, MAX_IMPORT_BYTES, Method};
 use plantd_model::Scope::{Admin, ReadAssets, WriteAssets};
 use plantd_model::Timestamp;
 use plantd_model::audit::AuditEvent;
@@ -48,6 +49,15 @@ pub(crate) fn routes() -> Vec<Route> {
         route!(
             edge_config,
             Policy::scope(ReadAssets, AuditEvent::EdgeConfigRead)
+        ),
+        route!(enroll, Policy::scope(Admin, AuditEvent::EdgeEnroll)),
+        route!(
+            clone,
+            Policy::scope(WriteAssets, AuditEvent::ProvisioningClone)
+        ),
+        route!(
+            sync_cloud,
+            Policy::scope(WriteAssets, AuditEvent::ProvisioningCloudSync)
         ),
     ]
 }
@@ -216,8 +226,43 @@ async fn list_assets(State(state): State<AppState>, caller: Auth) -> ApiResult<R
 #[utoipa::path(get, path = "/edge/config", tag = "provisioning",
     responses((status = 200, body = Data<EdgeConfigView>),
         (status = 404, description = "This instance is not an edge agent (`plantd edge`)")))]
-async fn edge_config(State(state): State<AppState>, _caller: Auth) -> ApiResult<Response> {
-    Ok(ok(state.app.edge_config()?))
+async fn edge_config(State(state): State<AppState>, caller: Auth) -> ApiResult<Response> {
+    Ok(ok(state.app.edge_config(&caller.org_id).await?))
+}
+
+/// `POST /edge/enroll`.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EnrollBody {
+    /// The cloud's root address (`https://plant.example.com`).
+    pub cloud_url: String,
+    /// An enrollment token of the cloud (`POST /v1/fleet/enrollment/token` there).
+    pub token: String,
+}
+
+/// Enroll this agent with a cloud: it registers there as a fleet device with the token and
+/// keeps its credentials (replacing a former enrollment). Admin only.
+#[utoipa::path(post, path = "/edge/enroll", tag = "provisioning", request_body = EnrollBody,
+    responses((status = 200, body = Data<plantd_app::edge_uplink::CloudLink>),
+        (status = 409, description = "The cloud cannot be reached or refused the token (`cloud_unreachable`)")))]
+async fn enroll(
+    State(state): State<AppState>,
+    caller: Auth,
+    ValidJson(body): ValidJson<EnrollBody>,
+) -> ApiResult<Response> {
+    Ok(ok(state
+        .app
+        .enroll(&caller.org_id, &body.cloud_url, &body.token)
+        .await?))
+}
+
+/// Pull the assets registered for this agent in the cloud (`PUT /v1/fleet/devices/{id}/assets`
+/// there) and provision them, as an import would.
+#[utoipa::path(post, path = "/provisioning/sync/cloud", tag = "provisioning",
+    responses((status = 200, body = Data<ImportReport>),
+        (status = 409, description = "Not enrolled (`not_enrolled`), or the cloud cannot be reached (`cloud_unreachable`)")))]
+async fn sync_cloud(State(state): State<AppState>, caller: Auth) -> ApiResult<Response> {
+    Ok(ok(state.app.sync_from_cloud(&caller.org_id).await?))
 }
 
 /// `POST /provisioning/usb/watch/start`.
@@ -251,4 +296,63 @@ async fn start_usb_watch(
         (status = 404, description = "No watch was started")))]
 async fn get_usb_watch(State(state): State<AppState>, caller: Auth) -> ApiResult<Response> {
     Ok(ok(state.app.usb_watch(&caller.org_id)?))
+}
+
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum CloneAction {
+    Export,
+    Import,
+}
+
+/// `POST /provisioning/clone` as JSON.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CloneBody {
+    pub action: CloneAction,
+    /// `import`: the document `export` answered.
+    #[schema(value_type = Option<Object>)]
+    pub file: Option<Value>,
+}
+
+/// Export this device's configuration as one document (`{"action": "export"}`: its
+/// provisioned assets and the alert rules that watch them), or apply one exported elsewhere
+/// (`{"action": "import", "file": <document>}`, or the document as the multipart field
+/// `file`). An import is checked whole before anything is written.
+#[utoipa::path(post, path = "/provisioning/clone", tag = "provisioning",
+    request_body(content((CloneBody = "application/json"), (ImportForm = "multipart/form-data"))),
+    responses((status = 200, description = "export: `{data: <document>}` (CloneDocument); import: `{data: <what was applied>}` (CloneReport)", body = Object),
+        (status = 409, description = "A migration of the organization is under way")))]
+async fn clone(State(state): State<AppState>, caller: Auth, req: Request) -> ApiResult<Response> {
+    let is_form = req
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("multipart/form-data"));
+    let document: Value = if is_form {
+        let bytes = uploaded_file(req).await?;
+        serde_json::from_slice(&bytes)
+            .map_err(|e| ApiError::validation("file", format!("is not JSON: {e}")))?
+    } else {
+        let ValidJson(body) = ValidJson::<CloneBody>::from_request(req, &state).await?;
+        match (body.action, body.file) {
+            (CloneAction::Export, None) => {
+                return Ok(ok(state.app.export_clone(&caller.org_id).await?));
+            }
+            (CloneAction::Export, Some(_)) => {
+                return Err(ApiError::validation("file", "is only for import"));
+            }
+            (CloneAction::Import, Some(doc)) => doc,
+            (CloneAction::Import, None) => {
+                return Err(ApiError::validation(
+                    "file",
+                    "is required: the document an export answered",
+                ));
+            }
+        }
+    };
+    Ok(ok(state
+        .app
+        .import_clone(&caller.org_id, &document)
+        .await?))
 }

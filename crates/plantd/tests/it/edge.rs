@@ -406,7 +406,7 @@ async fn the_edge_agent_runs_in_each_mode() {
     let config = agent_get(&agent.base, &key, "/edge/config").await;
     assert_eq!(
         config["data"],
-        json!({"mode": "demo", "retention": {"raw_days": 7, "minute_days": 30, "hour_days": 365,
+        json!({"mode": "demo", "cloud": null, "retention": {"raw_days": 7, "minute_days": 30, "hour_days": 365,
                "day_days": 1825, "ml_predictions_days": 90, "alert_history_days": 365}})
     );
     let v = wait_for("generated Vibration_X of Pump_01", 30, || {
@@ -558,4 +558,276 @@ async fn a_usb_stick_is_imported_once() {
     })
     .await;
     let _ = std::fs::remove_dir_all(root);
+}
+
+/// An agent enrolls with its cloud at start (`--enroll TOKEN --cloud URL`) and becomes a fleet
+/// device there; the assets an operator registers for it in the cloud are pulled by its cloud
+/// sync and provisioned; a restart keeps the enrollment (the one-use token is not asked again);
+/// a device reads only its own assets; an agent not enrolled is told so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_enrolled_agent_syncs_its_assets_from_the_cloud() {
+    let cloud = spawn_app().await;
+    let k = cloud.admin_key.clone();
+    let root = format!("http://{}", cloud.addr);
+    let token = cloud
+        .post("/fleet/enrollment/token", &k, json!({"max_uses": 1}))
+        .await
+        .expect(201)
+        .json["data"]["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let dir = plantd_test_support::temp_dir("edge-enroll");
+    let d = dir.to_str().unwrap().to_string();
+    let (mut agent, ek) = start_agent(&d, &["--enroll", &token, "--cloud", &root]);
+    assert!(
+        agent
+            .printed
+            .iter()
+            .any(|l| l.starts_with("edge agent: enrolled with ")),
+        "{:?}",
+        agent.printed
+    );
+    let config = agent_get(&agent.base, &ek, "/edge/config").await;
+    assert_eq!(config["data"]["cloud"]["url"], root.as_str());
+    let device_id = config["data"]["cloud"]["device_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let device = cloud
+        .get(&format!("/fleet/devices/{device_id}"), &k)
+        .await
+        .expect(200);
+    assert_eq!(device.json["data"]["tags"], json!(["edge"]));
+    assert!(
+        device.json["data"]["serial_number"]
+            .as_str()
+            .unwrap()
+            .starts_with("edge-")
+    );
+
+    // The operator registers the agent's assets in the cloud; a bad row is named.
+    let path = format!("/fleet/devices/{device_id}/assets");
+    let row = json!({"asset_id": "Cloud_Pump", "asset_type": "centrifugal_pump", "protocol": "modbus",
+                     "host": "10.0.0.9", "port": 502, "sensors": "Flow_Rate:14;Motor_Speed:18"});
+    let bad = cloud
+        .put(
+            &path,
+            &k,
+            json!({"assets": [row, {"asset_id": "X", "asset_type": "t", "protocol": "modbus", "host": "h", "port": 0, "sensors": "A:0"}]}),
+        )
+        .await
+        .expect(400);
+    assert_eq!(bad.json["error"]["details"][0]["field"], "assets[1].port");
+    let set = cloud
+        .put(&path, &k, json!({"assets": [row]}))
+        .await
+        .expect(200);
+    assert_eq!(set.json["data"]["assets"][0]["port"], 502);
+    assert_eq!(
+        cloud.get(&path, &k).await.expect(200).json["data"],
+        set.json["data"]
+    );
+
+    // The agent's sync provisions them.
+    let r = reqwest::Client::new()
+        .post(format!("{}/v1/provisioning/sync/cloud", agent.base))
+        .bearer_auth(&ek)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let report: Value = r.json().await.unwrap();
+    assert_eq!(report["data"]["imported"], 1, "{report}");
+    let assets = agent_get(&agent.base, &ek, "/provisioning/assets").await;
+    assert_eq!(assets["data"][0]["asset_id"], "Cloud_Pump");
+    assert_eq!(assets["data"][0]["method"], "cloud");
+
+    // A restart keeps the enrollment: the used-up token is not presented again.
+    assert!(agent.stop("TERM").success());
+    let (mut agent, ek) = start_agent(&d, &["--enroll", &token, "--cloud", &root]);
+    assert!(
+        agent
+            .printed
+            .iter()
+            .any(|l| l.contains(&format!("as device {device_id} (since"))),
+        "{:?}",
+        agent.printed
+    );
+    let config = agent_get(&agent.base, &ek, "/edge/config").await;
+    assert_eq!(config["data"]["cloud"]["device_id"], device_id.as_str());
+    assert!(agent.stop("TERM").success());
+
+    // Another device's password reads only that device's assets.
+    let other = cloud
+        .post(
+            "/fleet/devices",
+            &k,
+            json!({"name": "Other", "serial_number": "OTHER-1"}),
+        )
+        .await
+        .expect(201);
+    let other_pw = other.json["data"]["mqtt"]["password"].as_str().unwrap();
+    let other_id = other.json["data"]["id"].as_str().unwrap();
+    cloud.get(&path, other_pw).await.expect(404);
+    let own = cloud
+        .get(&format!("/fleet/devices/{other_id}/assets"), other_pw)
+        .await
+        .expect(200);
+    assert_eq!(own.json["data"]["assets"], json!([]));
+    assert_eq!(own.json["data"]["updated_at"], Value::Null);
+    // Other routes stay closed to a device.
+    cloud.get("/fleet/devices", other_pw).await.expect(401);
+
+    // An instance that never enrolled is told so.
+    let r = cloud
+        .post("/provisioning/sync/cloud", &k, json!({}))
+        .await
+        .expect(409);
+    assert_eq!(r.code(), "not_enrolled");
+    // A wrong token is the cloud's refusal, said.
+    let r = cloud
+        .post(
+            "/edge/enroll",
+            &k,
+            json!({"cloud_url": root, "token": "pde_nope"}),
+        )
+        .await
+        .expect(409);
+    assert_eq!(r.code(), "cloud_unreachable");
+    assert!(r.text.contains("enrollment token"), "{}", r.text);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Clone: one device's configuration (provisioned assets and the rules that watch them)
+/// exported as one document and applied on another; a second import updates rather than
+/// duplicates; a document naming an asset it does not hold is refused whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configuration_is_cloned_to_another_device() {
+    let app = spawn_app().await;
+    let k = app.admin_key.clone();
+    let r = app
+        .post(
+            "/provisioning/import/qr",
+            &k,
+            json!({"id": "Tank_07", "t": "tank", "h": "10.1.2.3", "s": [{"n": "Level", "a": 0}]}),
+        )
+        .await
+        .expect(200);
+    let tank_source = r.json["data"]["assets"][0]["data_source_id"].clone();
+    app.post(
+        "/alert-rules",
+        &k,
+        json!({"name": "Tank high", "severity": "warning", "data_source_id": tank_source,
+               "condition": {"tag_name": "Level", "operator": "gt", "value": 90, "duration_seconds": 0}}),
+    )
+    .await
+    .expect(201);
+    // A rule on a device is left out: its id means nothing elsewhere.
+    let dev = app
+        .post(
+            "/fleet/devices",
+            &k,
+            json!({"name": "G", "serial_number": "G-1"}),
+        )
+        .await
+        .expect(201);
+    app.post(
+        "/alert-rules",
+        &k,
+        json!({"name": "Gateway offline", "severity": "critical", "data_source_id": dev.json["data"]["id"],
+               "condition": {"tag_name": "online", "operator": "lt", "value": 1, "duration_seconds": 0}}),
+    )
+    .await
+    .expect(201);
+    let doc = app
+        .post("/provisioning/clone", &k, json!({"action": "export"}))
+        .await
+        .expect(200)
+        .json["data"]
+        .clone();
+    assert_eq!(doc["format"], "plantd-edge-config");
+    assert_eq!(doc["assets"][0]["asset_id"], "Tank_07");
+    assert_eq!(doc["alert_rules"].as_array().unwrap().len(), 1);
+    assert_eq!(doc["alert_rules"][0]["asset"], "Tank_07");
+    assert_eq!(doc["left_out"]["alert_rules"], 1);
+
+    // Another device (here another organization) takes it, as JSON and as a file.
+    let (_other, ok_key) = app
+        .other_org("Second site", plantd_model::Tier::Enterprise)
+        .await;
+    let r = app
+        .post(
+            "/provisioning/clone",
+            &ok_key,
+            json!({"action": "import", "file": doc}),
+        )
+        .await
+        .expect(200);
+    assert_eq!(r.json["data"]["assets"]["created"], 1, "{}", r.json);
+    assert_eq!(r.json["data"]["alert_rules_created"], 1);
+    let (status, body) = upload(
+        &app,
+        &ok_key,
+        "/provisioning/clone",
+        "edge-config.json",
+        &doc.to_string(),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["assets"]["updated"], 1);
+    assert_eq!(body["data"]["alert_rules_updated"], 1);
+    let rules = app.get("/alert-rules", &ok_key).await.expect(200);
+    let rules = rules.json["data"].as_array().unwrap().clone();
+    assert_eq!(rules.len(), 1);
+    let source = app
+        .get("/provisioning/assets", &ok_key)
+        .await
+        .expect(200)
+        .json["data"][0]["data_source_id"]
+        .clone();
+    assert_eq!(
+        rules[0]["data_source_id"], source,
+        "the rule watches the new device's source"
+    );
+    let list = app.get("/provisioning/assets", &ok_key).await.expect(200);
+    assert_eq!(list.json["data"][0]["method"], "clone");
+
+    // A document whose rule names an asset it does not hold is refused whole.
+    let mut bad = doc.clone();
+    bad["alert_rules"][0]["asset"] = json!("Nowhere");
+    bad["assets"][0]["asset_id"] = json!("Tank_99");
+    let r = app
+        .post(
+            "/provisioning/clone",
+            &ok_key,
+            json!({"action": "import", "file": bad}),
+        )
+        .await
+        .expect(400);
+    assert_eq!(
+        r.json["error"]["details"][0]["field"],
+        "alert_rules[0].asset"
+    );
+    let names: Vec<String> = app
+        .get("/provisioning/assets", &ok_key)
+        .await
+        .expect(200)
+        .json["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["asset_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names, ["Tank_07"], "nothing written");
+    app.post("/provisioning/clone", &ok_key, json!({"action": "import"}))
+        .await
+        .expect(400);
+    app.post(
+        "/provisioning/clone",
+        &ok_key,
+        json!({"action": "import", "file": {"format": "x"}}),
+    )
+    .await
+    .expect(400);
 }
