@@ -17,6 +17,13 @@ use crate::error::{AppError, AppResult};
 /// The largest file an import reads.
 pub const MAX_IMPORT_BYTES: usize = 2 * 1024 * 1024;
 
+/// The format of an imported file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileFormat {
+    Csv,
+    Yaml,
+}
+
 /// How assets came to the edge (kept with each).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
@@ -205,25 +212,19 @@ impl App {
             .await
     }
 
-    /// Imports a CSV (columns asset_id, asset_type, protocol, host, port, sensors).
-    pub async fn import_csv(
+    /// Imports a file: a CSV (columns asset_id, asset_type, protocol, host, port, sensors) or a
+    /// YAML file (docs/api.md, "Edge provisioning").
+    pub async fn import_file(
         &self,
         org_id: &str,
+        format: FileFormat,
         bytes: &[u8],
         method: Method,
     ) -> AppResult<ImportReport> {
-        let entries = csv_entries(bytes)?;
-        self.provision(org_id, entries, method).await
-    }
-
-    /// Imports a YAML file (docs/api.md, "Edge provisioning").
-    pub async fn import_yaml(
-        &self,
-        org_id: &str,
-        bytes: &[u8],
-        method: Method,
-    ) -> AppResult<ImportReport> {
-        let entries = yaml_entries(bytes)?;
+        let entries = match format {
+            FileFormat::Csv => csv_entries(bytes)?,
+            FileFormat::Yaml => yaml_entries(bytes)?,
+        };
         self.provision(org_id, entries, method).await
     }
 

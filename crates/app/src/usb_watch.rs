@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::app::App;
 use crate::error::{AppError, AppResult};
-use crate::provisioning::{MAX_IMPORT_BYTES, Method};
+use crate::provisioning::{FileFormat, MAX_IMPORT_BYTES, Method};
 pub use crate::usb_state::{UsbImport, UsbWatchView};
 
 /// How often the directory is looked at without an event (a mount, a missed event).
@@ -286,12 +286,12 @@ async fn import(app: &App, org: &str, file: &Path, len: u64) -> Result<usize, St
     let bytes = tokio::fs::read(file)
         .await
         .map_err(|e| format!("cannot read: {e}"))?;
-    let csv = file.extension().and_then(|e| e.to_str()) == Some("csv");
-    let report = if csv {
-        app.import_csv(org, &bytes, Method::Usb).await
+    let format = if file.extension().and_then(|e| e.to_str()) == Some("csv") {
+        FileFormat::Csv
     } else {
-        app.import_yaml(org, &bytes, Method::Usb).await
+        FileFormat::Yaml
     };
+    let report = app.import_file(org, format, &bytes, Method::Usb).await;
     report.map(|r| r.imported).map_err(|e| e.to_string())
 }
 

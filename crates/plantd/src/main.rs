@@ -81,7 +81,8 @@ enum Command {
         storage: StorageArgs,
     },
     /// Run the edge agent of a plant's gateway: connectors, a local store, alert rules, the
-    /// provisioning API and the console (docs/api.md, "Edge provisioning").
+    /// provisioning API and the console (docs/api.md, "Edge provisioning"); its data directory
+    /// is ./plantd-edge-data unless --data-dir (or the file) names one.
     Edge {
         /// Address to listen on [default: 0.0.0.0:3000].
         #[arg(long, env = "PLANTD_LISTEN")]

@@ -6,7 +6,7 @@ use axum::extract::{FromRequest, Multipart, Request, State};
 use axum::http::header::CONTENT_TYPE;
 use axum::response::Response;
 use plantd_app::edge_uplink::EdgeConfigView;
-use plantd_app::provisioning::{ImportReport, MAX_IMPORT_BYTES, Method};
+use plantd_app::provisioning::{FileFormat, ImportReport, MAX_IMPORT_BYTES, Method};
 use plantd_model::Scope::{Admin, ReadAssets, WriteAssets};
 use plantd_model::Timestamp;
 use plantd_model::audit::AuditEvent;
@@ -120,6 +120,21 @@ async fn uploaded_file(req: Request) -> ApiResult<Vec<u8>> {
     Ok(bytes)
 }
 
+/// The uploaded file imported.
+async fn import(
+    state: &AppState,
+    caller: &Auth,
+    req: Request,
+    format: FileFormat,
+    method: Method,
+) -> ApiResult<Response> {
+    let file = uploaded_file(req).await?;
+    Ok(ok(state
+        .app
+        .import_file(&caller.org_id, format, &file, method)
+        .await?))
+}
+
 /// Import assets from a CSV (columns asset_id, asset_type, protocol, host, port, sensors; the
 /// sensors cell lists `name` or `name:address` separated by `;`). Each asset becomes (or
 /// updates) the data source named by its id; a file with a bad line names each bad line and
@@ -133,11 +148,7 @@ async fn import_csv(
     caller: Auth,
     req: Request,
 ) -> ApiResult<Response> {
-    let file = uploaded_file(req).await?;
-    Ok(ok(state
-        .app
-        .import_csv(&caller.org_id, &file, Method::Csv)
-        .await?))
+    import(&state, &caller, req, FileFormat::Csv, Method::Csv).await
 }
 
 /// Import assets from a YAML file (`assets:` a list of assets with the CSV's fields and SPEC
@@ -151,11 +162,7 @@ async fn import_yaml(
     caller: Auth,
     req: Request,
 ) -> ApiResult<Response> {
-    let file = uploaded_file(req).await?;
-    Ok(ok(state
-        .app
-        .import_yaml(&caller.org_id, &file, Method::Yaml)
-        .await?))
+    import(&state, &caller, req, FileFormat::Yaml, Method::Yaml).await
 }
 
 /// A QR label's payload (SPEC 2.16): `id` asset id, `t` asset type, `h` host, `s` sensors
