@@ -11,7 +11,10 @@ use sqlx::any::AnyRow;
 
 use crate::rows::OrgTable;
 use crate::sql::json_column;
-use crate::{Result, Store};
+use crate::{Result, Store, conflict_on_unique};
+
+/// Two imports that create the same asset at once: the second is refused, not half applied.
+const CONCURRENT_IMPORT: &str = "another import created one of these assets at the same moment; nothing of this one was written: send it again";
 
 const PROVISIONED: OrgTable = OrgTable {
     name: "provisioned_assets",
@@ -122,7 +125,8 @@ impl Store {
                     .bind(now)
                     .bind(i64::from(row.enabled))
                     .execute(&mut *tx)
-                    .await?;
+                    .await
+                    .map_err(|e| conflict_on_unique(e, CONCURRENT_IMPORT))?;
                     id
                 }
             };

@@ -831,3 +831,33 @@ async fn a_configuration_is_cloned_to_another_device() {
     .await
     .expect(400);
 }
+
+/// Two imports creating the same asset at the same moment: each is applied whole or refused
+/// (409, to send again), never a server error, and the asset is one data source.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simultaneous_imports_of_one_asset_never_fail_half_way() {
+    let app = spawn_app().await;
+    let k = app.admin_key.clone();
+    for round in 0..10 {
+        let label = json!({"id": format!("Race_{round}"), "t": "tank", "h": "10.1.2.3",
+                           "s": [{"n": "Level", "a": 0}]});
+        let (a, b) = tokio::join!(
+            app.post("/provisioning/import/qr", &k, label.clone()),
+            app.post("/provisioning/import/qr", &k, label.clone())
+        );
+        for r in [&a, &b] {
+            assert!(
+                r.status == 200 || (r.status == 409 && r.code() == "conflict"),
+                "{}: {}",
+                r.status,
+                r.text
+            );
+        }
+        assert!(a.status == 200 || b.status == 200, "one of them is applied");
+    }
+    let names = source_names(&app, &k).await;
+    for round in 0..10 {
+        let name = format!("Race_{round}");
+        assert_eq!(names.iter().filter(|n| **n == name).count(), 1, "{names:?}");
+    }
+}
