@@ -110,7 +110,27 @@ pub struct Acknowledgement {
     pub note: Option<String>,
 }
 
-pub(crate) fn condition(v: &mut Validator, c: &NewCondition) -> Condition {
+/// Checks a new rule's fields (name, asset, condition, channels) and returns its condition
+/// with defaults filled in (`POST /v1/alert-rules`, a clone's rules).
+pub(crate) fn check_rule(
+    v: &mut Validator,
+    name: &str,
+    asset_id: Option<&str>,
+    c: &NewCondition,
+    channels: &[String],
+) -> Condition {
+    v.text("name", name, 200);
+    if let Some(a) = asset_id
+        && let Err(e) = check_name(a)
+    {
+        v.add("asset_id", e);
+    }
+    let condition = condition(v, c);
+    check_channels(v, channels);
+    condition
+}
+
+fn condition(v: &mut Validator, c: &NewCondition) -> Condition {
     if let Err(e) = check_name(&c.tag_name) {
         v.add("condition.tag_name", e);
     }
@@ -170,15 +190,14 @@ impl App {
     /// is `condition.tag_name`.
     pub async fn create_alert_rule(&self, org_id: &str, new: NewAlertRule) -> AppResult<AlertRule> {
         let mut v = Validator::new();
-        v.text("name", &new.name, 200);
-        if let Some(a) = &new.asset_id
-            && let Err(e) = check_name(a)
-        {
-            v.add("asset_id", e);
-        }
-        let condition = condition(&mut v, &new.condition);
         let channels = new.notifications.unwrap_or_default();
-        check_channels(&mut v, &channels);
+        let condition = check_rule(
+            &mut v,
+            &new.name,
+            new.asset_id.as_deref(),
+            &new.condition,
+            &channels,
+        );
         v.finish()?;
         self.check_rule_source(org_id, &new.data_source_id).await?;
         let rule = self

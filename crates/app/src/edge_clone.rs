@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::HashMap;
 
-use crate::alerts::{NewCondition, check_channels, condition};
+use crate::alerts::{NewCondition, check_rule};
 use crate::app::App;
 use crate::error::{AppError, AppResult};
 use crate::provisioning::{ImportReport, Method};
@@ -138,13 +138,14 @@ impl App {
         let mut fields = Vec::with_capacity(doc.alert_rules.len());
         for (i, r) in doc.alert_rules.iter().enumerate() {
             let mut rv = Validator::new();
-            rv.text("name", &r.name, 200);
             if !assets.contains(&r.asset.as_str()) {
                 rv.add("asset", "is not an asset of this document");
             }
             let c = &r.condition;
-            let condition = condition(
+            let condition = check_rule(
                 &mut rv,
+                &r.name,
+                r.asset_id.as_deref(),
                 &NewCondition {
                     tag_name: c.tag_name.clone(),
                     operator: c.operator,
@@ -152,8 +153,8 @@ impl App {
                     duration_seconds: c.duration_seconds,
                     max_gap_seconds: Some(c.max_gap_seconds),
                 },
+                &r.notifications,
             );
-            check_channels(&mut rv, &r.notifications);
             if let Err(errors) = rv.finish() {
                 for e in errors {
                     v.add(format!("alert_rules[{i}].{}", e.field), e.message);

@@ -16,7 +16,7 @@ use std::time::Duration;
 use crate::app::App;
 use crate::caller::{Caller, Credential};
 use crate::error::{AppError, AppResult};
-use crate::provisioning::{ImportReport, Method};
+use crate::provisioning::{ImportReport, Method, named_entries};
 
 /// How long a call to the cloud may take.
 const CLOUD_TIMEOUT: Duration = Duration::from_secs(15);
@@ -77,6 +77,26 @@ fn cloud_error(what: &str, e: impl std::fmt::Display) -> AppError {
     }
 }
 
+/// Sends a call to the cloud (at `cloud`) and reads its JSON answer; a cloud that cannot be
+/// reached, refuses (`the cloud refused <doing>`, with its message) or answers no JSON is a
+/// `cloud_unreachable` refusal.
+async fn ask_cloud(call: reqwest::RequestBuilder, cloud: &str, doing: &str) -> AppResult<Value> {
+    let r = call
+        .timeout(CLOUD_TIMEOUT)
+        .send()
+        .await
+        .map_err(|e| cloud_error(&format!("cannot reach the cloud at {cloud}"), e))?;
+    if !r.status().is_success() {
+        return Err(cloud_error(
+            &format!("the cloud refused {doing}"),
+            cloud_refusal(r).await,
+        ));
+    }
+    r.json()
+        .await
+        .map_err(|e| cloud_error("the cloud's answer is not JSON", e))
+}
+
 /// The cloud's error message in its envelope, else the status.
 async fn cloud_refusal(r: reqwest::Response) -> String {
     let status = r.status();
@@ -116,16 +136,15 @@ impl App {
         device_id: &str,
         assets: Vec<Value>,
     ) -> AppResult<DeviceAssets> {
-        let entries: Vec<(String, Value)> = assets
-            .into_iter()
-            .enumerate()
-            .map(|(i, a)| (format!("assets[{i}]"), a))
-            .collect();
+        let entries = named_entries(assets);
         let mut v = Validator::new();
-        let rows = if entries.is_empty() {
+        let rows: Vec<AssetRow> = if entries.is_empty() {
             Vec::new()
         } else {
             asset_rows(&entries, &HashSet::new(), &mut v)
+                .into_iter()
+                .map(|a| a.row)
+                .collect()
         };
         v.finish()?;
         let updated_at = self
@@ -198,23 +217,12 @@ impl App {
             .unwrap_or_else(|| "gateway".into());
         let body = json!({"name": format!("Edge {host}"), "serial_number": format!("edge-{org_id}"),
                           "enrollment_token": token.trim(), "tags": ["edge"]});
-        let r = self
-            .cloud_client()
+        let call = self
+            .regional()
+            .http()
             .post(format!("{url}/v1/fleet/devices"))
-            .json(&body)
-            .send()
-            .await
-            .map_err(|e| cloud_error(&format!("cannot reach the cloud at {url}"), e))?;
-        if !r.status().is_success() {
-            return Err(cloud_error(
-                "the cloud refused the enrollment",
-                cloud_refusal(r).await,
-            ));
-        }
-        let answer: Value = r
-            .json()
-            .await
-            .map_err(|e| cloud_error("the cloud's answer is not JSON", e))?;
+            .json(&body);
+        let answer = ask_cloud(call, &url, "the enrollment").await?;
         let device = &answer["data"];
         let (Some(id), Some(password)) =
             (device["id"].as_str(), device["mqtt"]["password"].as_str())
@@ -249,23 +257,8 @@ impl App {
             });
         };
         let url = format!("{}/v1/fleet/devices/{}/assets", u.cloud_url, u.device_id);
-        let r = self
-            .cloud_client()
-            .get(&url)
-            .bearer_auth(&u.password)
-            .send()
-            .await
-            .map_err(|e| cloud_error(&format!("cannot reach the cloud at {}", u.cloud_url), e))?;
-        if !r.status().is_success() {
-            return Err(cloud_error(
-                "the cloud refused the sync",
-                cloud_refusal(r).await,
-            ));
-        }
-        let answer: Value = r
-            .json()
-            .await
-            .map_err(|e| cloud_error("the cloud's answer is not JSON", e))?;
+        let call = self.regional().http().get(&url).bearer_auth(&u.password);
+        let answer = ask_cloud(call, &u.cloud_url, "the sync").await?;
         let assets = answer["data"]["assets"]
             .as_array()
             .cloned()
@@ -279,12 +272,5 @@ impl App {
             });
         }
         self.import_entries(org_id, assets, Method::Cloud).await
-    }
-
-    fn cloud_client(&self) -> reqwest::Client {
-        reqwest::Client::builder()
-            .timeout(CLOUD_TIMEOUT)
-            .build()
-            .unwrap_or_default()
     }
 }

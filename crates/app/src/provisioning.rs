@@ -5,7 +5,7 @@
 
 use plantd_model::Validator;
 use plantd_model::data_source::derive_endpoint;
-use plantd_model::provisioning::{AssetRow, CSV_COLUMNS, EXTRA_KEYS, asset_rows, qr_entry};
+use plantd_model::provisioning::{CSV_COLUMNS, EXTRA_KEYS, asset_rows, qr_entry};
 use plantd_store::{AssetWrite, Provisioned, ProvisionedAsset};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -185,11 +185,16 @@ pub fn yaml_entries(bytes: &[u8]) -> AppResult<Vec<(String, Value)>> {
             ));
         }
     };
-    Ok(list
-        .into_iter()
+    Ok(named_entries(list))
+}
+
+/// A list of assets as entries named by their place, `assets[i]` (YAML, a clone, the cloud's
+/// list).
+pub(crate) fn named_entries(list: Vec<Value>) -> Vec<(String, Value)> {
+    list.into_iter()
         .enumerate()
         .map(|(i, a)| (format!("assets[{i}]"), a))
-        .collect())
+        .collect()
 }
 
 impl App {
@@ -249,12 +254,8 @@ impl App {
         assets: Vec<Value>,
         method: Method,
     ) -> AppResult<ImportReport> {
-        let entries = assets
-            .into_iter()
-            .enumerate()
-            .map(|(i, a)| (format!("assets[{i}]"), a))
-            .collect();
-        self.provision(org_id, entries, method).await
+        self.import_entries_checked(org_id, assets, method, Validator::new())
+            .await
     }
 
     /// Assets as JSON entries named `assets[i]`, refused with `v`'s problems too (a clone's
@@ -266,12 +267,8 @@ impl App {
         method: Method,
         v: Validator,
     ) -> AppResult<ImportReport> {
-        let entries = assets
-            .into_iter()
-            .enumerate()
-            .map(|(i, a)| (format!("assets[{i}]"), a))
-            .collect();
-        self.provision_checked(org_id, entries, method, v).await
+        self.provision_checked(org_id, named_entries(assets), method, v)
+            .await
     }
 
     /// The organization's provisioned assets, by asset id.
@@ -304,24 +301,14 @@ impl App {
             .into_iter()
             .map(|p| p.asset.asset_id)
             .collect();
-        let rows: Vec<AssetRow> = asset_rows(&entries, &known, &mut v);
+        let checked = asset_rows(&entries, &known, &mut v);
         v.finish()?;
-        let writes: Vec<AssetWrite<'_>> = rows
+        let writes: Vec<AssetWrite<'_>> = checked
             .iter()
-            .map(|row| {
-                // Checked by `asset_rows`: this is the normalized config, defaults filled in.
-                let mut v = Validator::new();
-                let config = plantd_model::data_source::validate_config(
-                    row.protocol,
-                    &row.data_source_config(),
-                    "config",
-                    &mut v,
-                );
-                AssetWrite {
-                    row,
-                    endpoint: derive_endpoint(row.protocol, &config),
-                    config,
-                }
+            .map(|a| AssetWrite {
+                row: &a.row,
+                endpoint: derive_endpoint(a.row.protocol, &a.config),
+                config: a.config.clone(),
             })
             .collect();
         let done = self

@@ -162,7 +162,8 @@ impl Regional {
         *self.jetstream.write().unwrap_or_else(|p| p.into_inner()) = Some(js);
     }
 
-    /// The client of the peers' health probes (built at first use, with the TLS provider).
+    /// The client of the peers' health probes and of an edge agent's calls to its cloud (built
+    /// at first use, with the TLS provider; no redirects followed).
     pub(crate) fn http(&self) -> &reqwest::Client {
         self.http.get_or_init(|| {
             plantd_alerts::tls::install_provider();

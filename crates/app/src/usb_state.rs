@@ -21,8 +21,43 @@ impl UsbWatches {
         &self.wake
     }
 
-    pub(crate) fn states(&self) -> &Mutex<HashMap<String, UsbWatchView>> {
-        &self.states
+    fn states(&self) -> std::sync::MutexGuard<'_, HashMap<String, UsbWatchView>> {
+        self.states.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The organization's watch starts afresh (a new path, or the same again).
+    pub(crate) fn start(&self, org_id: &str, view: UsbWatchView) {
+        self.states().insert(org_id.to_string(), view);
+    }
+
+    /// A watch read from the database at start, unless this node knows it already.
+    pub(crate) fn resume(&self, org_id: &str, view: UsbWatchView) {
+        self.states().entry(org_id.to_string()).or_insert(view);
+    }
+
+    pub(crate) fn get(&self, org_id: &str) -> Option<UsbWatchView> {
+        self.states().get(org_id).cloned()
+    }
+
+    /// Changes the organization's watch, if this node has it.
+    pub(crate) fn update(&self, org_id: &str, change: impl FnOnce(&mut UsbWatchView)) {
+        if let Some(v) = self.states().get_mut(org_id) {
+            change(v);
+        }
+    }
+}
+
+impl UsbWatchView {
+    /// A watch of `path` started at `started_at`, nothing looked at yet.
+    pub(crate) fn fresh(path: String, started_at: Timestamp, present: bool) -> Self {
+        Self {
+            path,
+            started_at,
+            present,
+            last_look_at: None,
+            error: None,
+            imports: Vec::new(),
+        }
     }
 }
 

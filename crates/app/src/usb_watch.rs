@@ -42,19 +42,8 @@ impl App {
         }
         let path = p.to_string_lossy().trim_end_matches('/').to_string();
         let started_at = self.store().set_usb_watch(org_id, &path).await?;
-        let view = UsbWatchView {
-            path,
-            started_at,
-            present: p.is_dir(),
-            last_look_at: None,
-            error: None,
-            imports: Vec::new(),
-        };
-        self.usb()
-            .states()
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(org_id.to_string(), view.clone());
+        let view = UsbWatchView::fresh(path, started_at, p.is_dir());
+        self.usb().start(org_id, view.clone());
         self.usb().wake().notify_one();
         Ok(view)
     }
@@ -62,24 +51,12 @@ impl App {
     /// The organization's watch on this node.
     pub fn usb_watch(&self, org_id: &str) -> AppResult<UsbWatchView> {
         self.usb()
-            .states()
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
             .get(org_id)
-            .cloned()
             .ok_or(AppError::NotFound("USB watch"))
     }
 
     fn update_watch(&self, org_id: &str, change: impl FnOnce(&mut UsbWatchView)) {
-        if let Some(v) = self
-            .usb()
-            .states()
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_mut(org_id)
-        {
-            change(v);
-        }
+        self.usb().update(org_id, change);
     }
 }
 
@@ -97,18 +74,7 @@ pub(crate) async fn run(app: App, mut stop: watch::Receiver<bool>) {
                         task.abort();
                     }
                     app.usb()
-                        .states()
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .entry(org.clone())
-                        .or_insert_with(|| UsbWatchView {
-                            path: path.clone(),
-                            started_at,
-                            present: false,
-                            last_look_at: None,
-                            error: None,
-                            imports: Vec::new(),
-                        });
+                        .resume(&org, UsbWatchView::fresh(path.clone(), started_at, false));
                     let task = tokio::spawn(watch_dir(app.clone(), org.clone(), path.clone()));
                     running.insert(org, (path, task));
                 }
@@ -245,32 +211,28 @@ async fn look(app: &App, org: &str, dir: &Path, seen: &mut Seen) {
         seen.insert(file.clone(), stamp);
         let outcome = import(app, org, &file, meta.len()).await;
         let at = Timestamp::now();
-        let record = match outcome {
+        let (imported, error) = match outcome {
             Ok(n) => {
-                let text = format!(
-                    "{{\"imported_at\": \"{}\", \"assets\": {n}}}\n",
-                    at.to_rfc3339()
-                );
-                let error = std::fs::write(marker(&file), text)
-                    .err()
-                    .map(|e| format!("imported, but the marker cannot be written: {e}"));
                 tracing::info!(file = %file.display(), assets = n, "USB import");
-                UsbImport {
-                    file: file.display().to_string(),
-                    at,
-                    imported: Some(n),
-                    error,
-                }
+                let text = serde_json::json!({"imported_at": at, "assets": n});
+                let marked = std::fs::write(marker(&file), format!("{text}\n"));
+                (
+                    Some(n),
+                    marked
+                        .err()
+                        .map(|e| format!("imported, but the marker cannot be written: {e}")),
+                )
             }
             Err(message) => {
                 tracing::warn!(file = %file.display(), error = %message, "USB import refused");
-                UsbImport {
-                    file: file.display().to_string(),
-                    at,
-                    imported: None,
-                    error: Some(message),
-                }
+                (None, Some(message))
             }
+        };
+        let record = UsbImport {
+            file: file.display().to_string(),
+            at,
+            imported,
+            error,
         };
         app.update_watch(org, |v| {
             v.imports.insert(0, record);

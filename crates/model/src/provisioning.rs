@@ -139,6 +139,14 @@ pub fn opcua_node_id(asset_id: &str, s: &Sensor) -> String {
     }
 }
 
+/// An asset as checked, with its data source's `config` as the data source's own checks
+/// normalized it (defaults filled in).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CheckedAsset {
+    pub row: AssetRow,
+    pub config: Value,
+}
+
 /// Checks each `(where, entry)` (where names the line or entry in messages: `line 3`,
 /// `assets[2]`) and returns the assets, in order. `known` holds the asset ids provisioned
 /// before (for `linked_to`). Any problem is added to `v`, under `<where>.<field>`.
@@ -146,7 +154,7 @@ pub fn asset_rows(
     entries: &[(String, Value)],
     known: &HashSet<String>,
     v: &mut Validator,
-) -> Vec<AssetRow> {
+) -> Vec<CheckedAsset> {
     if entries.is_empty() {
         v.add("file", "describes no asset");
     } else if entries.len() > MAX_ASSETS {
@@ -159,21 +167,22 @@ pub fn asset_rows(
         );
         return Vec::new();
     }
-    let mut rows = Vec::with_capacity(entries.len());
+    let mut checked = Vec::with_capacity(entries.len());
     let mut first_line: HashMap<String, String> = HashMap::new();
     for (at, entry) in entries {
-        let Some(row) = asset_row(at, entry, v) else {
+        let Some(asset) = asset_row(at, entry, v) else {
             continue;
         };
-        if let Some(first) = first_line.get(&row.asset_id) {
+        let id = &asset.row.asset_id;
+        if let Some(first) = first_line.get(id) {
             v.add(
                 format!("{at}.asset_id"),
-                format!("'{}' is described twice (also by {first})", row.asset_id),
+                format!("'{id}' is described twice (also by {first})"),
             );
             continue;
         }
-        first_line.insert(row.asset_id.clone(), at.clone());
-        rows.push((at, row));
+        first_line.insert(id.clone(), at.clone());
+        checked.push(asset);
     }
     // Links are checked on every entry, also one with other problems.
     let ids: HashSet<String> = entries
@@ -191,7 +200,7 @@ pub fn asset_rows(
             );
         }
     }
-    rows.into_iter().map(|(_, r)| r).collect()
+    checked
 }
 
 /// A string, or a number written as one (CSV cells are text, YAML numbers are numbers).
@@ -204,7 +213,7 @@ fn text_of(value: &Value) -> Option<String> {
     }
 }
 
-fn asset_row(at: &str, entry: &Value, v: &mut Validator) -> Option<AssetRow> {
+fn asset_row(at: &str, entry: &Value, v: &mut Validator) -> Option<CheckedAsset> {
     let Some(obj) = entry.as_object() else {
         v.add(at, "must be an object with the asset's fields");
         return None;
@@ -365,14 +374,13 @@ fn asset_row(at: &str, entry: &Value, v: &mut Validator) -> Option<AssetRow> {
     }
     // What the data source itself would refuse (a host that is no host name or address, a node
     // id that does not parse, registers that overlap), named on this line.
-    let config = row.data_source_config();
     let mut inner = Validator::new();
-    validate_config(row.protocol, &config, at, &mut inner);
+    let config = validate_config(row.protocol, &row.data_source_config(), at, &mut inner);
     if !inner.is_empty() {
         v.extend(inner);
         return None;
     }
-    Some(row)
+    Some(CheckedAsset { row, config })
 }
 
 /// The `sensors` field: the CSV's cell (`name` or `name:address`, separated by `;`), a list of

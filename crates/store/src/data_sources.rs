@@ -71,6 +71,33 @@ fn from_row(row: &AnyRow) -> Result<DataSource> {
     })
 }
 
+/// Inserts `ds` in `tx`; a name the organization already uses is a conflict saying `taken`.
+pub(crate) async fn insert_data_source(
+    tx: &mut crate::WriteTx,
+    ds: &DataSource,
+    taken: &str,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO data_sources (id, org_id, name, type, endpoint, status, tag_count, config, created_at, updated_at, enabled) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+    )
+    .bind(&ds.id)
+    .bind(&ds.org_id)
+    .bind(&ds.name)
+    .bind(ds.source_type.as_str())
+    .bind(&ds.endpoint)
+    .bind(ds.status.as_str())
+    .bind(ds.tag_count)
+    .bind(ds.config.to_string())
+    .bind(ds.created_at.millis())
+    .bind(ds.updated_at.millis())
+    .bind(i64::from(ds.enabled))
+    .execute(&mut **tx)
+    .await
+    .map_err(|e| conflict_on_unique(e, taken))?;
+    Ok(())
+}
+
 impl Store {
     pub async fn create_data_source(&self, new: NewDataSource<'_>) -> Result<DataSource> {
         let now = Timestamp::now();
@@ -89,24 +116,7 @@ impl Store {
             updated_at: now,
         };
         let mut tx = self.begin_write().await?;
-        sqlx::query(
-            "INSERT INTO data_sources (id, org_id, name, type, endpoint, status, tag_count, config, created_at, updated_at, enabled) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-        )
-        .bind(&ds.id)
-        .bind(&ds.org_id)
-        .bind(&ds.name)
-        .bind(ds.source_type.as_str())
-        .bind(&ds.endpoint)
-        .bind(ds.status.as_str())
-        .bind(ds.tag_count)
-        .bind(ds.config.to_string())
-        .bind(now.millis())
-        .bind(now.millis())
-        .bind(i64::from(ds.enabled))
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| conflict_on_unique(e, DUPLICATE_NAME))?;
+        insert_data_source(&mut tx, &ds, DUPLICATE_NAME).await?;
         self.commit_data_source_write(tx, new.org_id).await?;
         Ok(ds)
     }

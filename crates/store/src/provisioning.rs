@@ -2,16 +2,17 @@
 //! (created, or updated when a source of that name exists) and its record in one transaction,
 //! so an import is applied whole or not at all.
 
-use plantd_model::data_source::DataSourceStatus;
+use plantd_model::data_source::{DataSource, DataSourceStatus};
 use plantd_model::provisioning::AssetRow;
 use plantd_model::{Timestamp, new_id};
 use serde_json::Value;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
+use crate::data_sources::insert_data_source;
 use crate::rows::OrgTable;
 use crate::sql::json_column;
-use crate::{Result, Store, conflict_on_unique};
+use crate::{Result, Store};
 
 /// Two imports that create the same asset at once: the second is refused, not half applied.
 const CONCURRENT_IMPORT: &str = "another import created one of these assets at the same moment; nothing of this one was written: send it again";
@@ -110,24 +111,22 @@ impl Store {
                     id
                 }
                 None => {
-                    let id = new_id();
-                    sqlx::query(
-                        "INSERT INTO data_sources (id, org_id, name, type, endpoint, status, tag_count, config, created_at, updated_at, enabled) \
-                         VALUES ($1, $2, $3, $4, $5, $6, 0, $7, $8, $8, $9)",
-                    )
-                    .bind(&id)
-                    .bind(org_id)
-                    .bind(&row.asset_id)
-                    .bind(row.protocol.as_str())
-                    .bind(&a.endpoint)
-                    .bind(DataSourceStatus::Disconnected.as_str())
-                    .bind(a.config.to_string())
-                    .bind(now)
-                    .bind(i64::from(row.enabled))
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(|e| conflict_on_unique(e, CONCURRENT_IMPORT))?;
-                    id
+                    let ds = DataSource {
+                        id: new_id(),
+                        org_id: org_id.to_string(),
+                        name: row.asset_id.clone(),
+                        source_type: row.protocol,
+                        endpoint: a.endpoint.clone(),
+                        status: DataSourceStatus::Disconnected,
+                        tag_count: 0,
+                        enabled: row.enabled,
+                        last_error: None,
+                        config: a.config.clone(),
+                        created_at: Timestamp::from_millis(now),
+                        updated_at: Timestamp::from_millis(now),
+                    };
+                    insert_data_source(&mut tx, &ds, CONCURRENT_IMPORT).await?;
+                    ds.id
                 }
             };
             sqlx::query(

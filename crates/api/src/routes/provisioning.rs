@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use crate::envelope::{Data, ok};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Auth, ValidJson, field_bytes, form_error};
+use crate::extract::{Auth, ValidJson, field_bytes, form_error, multipart_form};
 use crate::routing::{Policy, Route, route};
 use crate::state::AppState;
 
@@ -71,23 +71,18 @@ pub struct ImportForm {
     file: Vec<u8>,
 }
 
-/// The file of an import: the multipart field `file`, or the whole body.
-async fn uploaded_file(req: Request) -> ApiResult<Vec<u8>> {
-    let is_form = req
-        .headers()
+/// Whether the body is a multipart form (else the file is the body itself).
+fn is_multipart(req: &Request) -> bool {
+    req.headers()
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|t| t.starts_with("multipart/form-data"));
-    let bytes = if is_form {
-        let mut form = Multipart::from_request(req, &()).await.map_err(|e| {
-            ApiError::validation(
-                "body",
-                format!(
-                    "must be multipart/form-data with the field file: {}",
-                    e.body_text()
-                ),
-            )
-        })?;
+        .is_some_and(|t| t.starts_with("multipart/form-data"))
+}
+
+/// The file of an import: the multipart field `file`, or the whole body.
+async fn uploaded_file(req: Request) -> ApiResult<Vec<u8>> {
+    let bytes = if is_multipart(&req) {
+        let mut form = multipart_form(Multipart::from_request(req, &()).await, "the field file")?;
         let mut file = None;
         while let Some(field) = form.next_field().await.map_err(form_error)? {
             let name = field.name().unwrap_or_default().to_string();
@@ -331,12 +326,7 @@ pub struct CloneBody {
     responses((status = 200, description = "export: `{data: <document>}` (CloneDocument); import: `{data: <what was applied>}` (CloneReport)", body = Object),
         (status = 409, description = "A migration of the organization is under way")))]
 async fn clone(State(state): State<AppState>, caller: Auth, req: Request) -> ApiResult<Response> {
-    let is_form = req
-        .headers()
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|t| t.starts_with("multipart/form-data"));
-    let document: Value = if is_form {
+    let document: Value = if is_multipart(&req) {
         let bytes = uploaded_file(req).await?;
         serde_json::from_slice(&bytes)
             .map_err(|e| ApiError::validation("file", format!("is not JSON: {e}")))?

@@ -3,28 +3,11 @@
 //! bad lines names each and imports nothing; a second import updates; tenancy and scopes.
 
 use crate::connectors::{latest, points, start_sim};
+use crate::ml_datasets::form;
 use plantd_model::Scope;
 use plantd_test_support::{TestApp, spawn_app, wait_for};
 use reqwest::Method;
 use serde_json::{Value, json};
-
-/// Sends `text` as the multipart field `file`.
-async fn upload(app: &TestApp, key: &str, path: &str, name: &str, text: &str) -> (u16, Value) {
-    let form = reqwest::multipart::Form::new().part(
-        "file",
-        reqwest::multipart::Part::bytes(text.as_bytes().to_vec()).file_name(name.to_string()),
-    );
-    let r = app
-        .client
-        .post(format!("{}{path}", app.base))
-        .bearer_auth(key)
-        .multipart(form)
-        .send()
-        .await
-        .expect("form sent");
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
-}
 
 fn fields(body: &Value) -> Vec<String> {
     body["error"]["details"]
@@ -109,14 +92,7 @@ async fn csv_yaml_and_qr_imports_provision_data_sources() {
                Tank_03,tank,modbus,127.0.0.1,502,Level\n\
                Tank_04,tank,bacnet,127.0.0.1,47808,Level:1\n\
                Tank_01,tank,modbus,127.0.0.1,502,Level:2\n";
-    let (status, body) = upload(
-        &app,
-        &k,
-        "/provisioning/import/csv",
-        "twinbox_config.csv",
-        bad,
-    )
-    .await;
+    let (status, body) = form(&app, &k, "/provisioning/import/csv", Some(bad), &[]).await;
     assert_eq!(status, 400, "{body}");
     assert_eq!(body["error"]["code"], "validation_error");
     let f = fields(&body);
@@ -134,12 +110,12 @@ async fn csv_yaml_and_qr_imports_provision_data_sources() {
         before,
         "nothing half imported"
     );
-    let (status, body) = upload(
+    let (status, body) = form(
         &app,
         &k,
         "/provisioning/import/csv",
-        "x.csv",
-        "asset_id,type\n",
+        Some("asset_id,type\n"),
+        &[],
     )
     .await;
     assert_eq!(status, 400);
@@ -180,7 +156,7 @@ async fn csv_yaml_and_qr_imports_provision_data_sources() {
          \x20   sensors: [Speed]\n",
         sim.modbus_port, sim.opcua_port
     );
-    let (status, body) = upload(&app, &k, "/provisioning/import/yaml", "plant.yaml", &yaml).await;
+    let (status, body) = form(&app, &k, "/provisioning/import/yaml", Some(&yaml), &[]).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["data"]["created"], 1, "{body}");
     assert_eq!(body["data"]["updated"], 1);
@@ -201,13 +177,7 @@ async fn csv_yaml_and_qr_imports_provision_data_sources() {
         latest(&app, "Pump_01", "Vibration_Y")
     })
     .await;
-    let (status, body) = upload(
-        &app,
-        &k,
-        "/provisioning/import/yaml",
-        "x.yaml",
-        "- id: Lonely\n  type: pump\n  protocol: modbus\n  host: 127.0.0.1\n  sensors: \"A:0\"\n  linked_to: Nobody\n  colour: red\n",
-    )
+    let (status, body) = form(&app, &k, "/provisioning/import/yaml", Some("- id: Lonely\n  type: pump\n  protocol: modbus\n  host: 127.0.0.1\n  sensors: \"A:0\"\n  linked_to: Nobody\n  colour: red\n"), &[])
     .await;
     assert_eq!(status, 400, "{body}");
     let f = fields(&body);
@@ -766,12 +736,12 @@ async fn a_configuration_is_cloned_to_another_device() {
         .expect(200);
     assert_eq!(r.json["data"]["assets"]["created"], 1, "{}", r.json);
     assert_eq!(r.json["data"]["alert_rules_created"], 1);
-    let (status, body) = upload(
+    let (status, body) = form(
         &app,
         &ok_key,
         "/provisioning/clone",
-        "edge-config.json",
-        &doc.to_string(),
+        Some(&doc.to_string()),
+        &[],
     )
     .await;
     assert_eq!(status, 200, "{body}");

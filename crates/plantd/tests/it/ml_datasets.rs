@@ -10,7 +10,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 /// Sends a multipart form with `file` (and text fields) to `path`.
-async fn form(
+pub(crate) async fn form(
     app: &TestApp,
     key: &str,
     path: &str,
