@@ -63,6 +63,7 @@ struct Inner {
     regional: Regional,
     /// The USB auto-import watches of this node.
     usb: crate::usb_state::UsbWatches,
+    uplink: crate::uplink_state::UplinkState,
     started_at: Timestamp,
 }
 
@@ -91,6 +92,7 @@ impl App {
                 query_slots: QuerySlots::default(),
                 regional: Regional::default(),
                 usb: Default::default(),
+                uplink: Default::default(),
                 started_at: Timestamp::now(),
             }),
         }
@@ -137,6 +139,10 @@ impl App {
 
     pub(crate) fn usb(&self) -> &crate::usb_state::UsbWatches {
         &self.inner.usb
+    }
+
+    pub(crate) fn uplink(&self) -> &crate::uplink_state::UplinkState {
+        &self.inner.uplink
     }
 
     pub(crate) fn query_slots(&self) -> &QuerySlots {

@@ -63,6 +63,16 @@ pub struct EdgeSettings {
     pub ml_predictions_days: i64,
     /// Days a resolved alert, with its events and notifications, is kept (default 365).
     pub alert_history_days: i64,
+    /// `PLANTD_MQTT_URL`: the cloud's MQTT address (`mqtt://host:port`); else the cloud says.
+    pub mqtt_url: Option<String>,
+    /// How often the agent sends the cloud its heartbeat (default 30 s).
+    pub heartbeat_interval: std::time::Duration,
+    /// Points per second the agent sends of what it kept while the cloud was away (default
+    /// 10,000), beside the live points, which go at once.
+    pub backfill_points_per_second: u64,
+    /// SPEC 4.14's edge regional settings: where the agent forwards, and where it goes when
+    /// its region fails.
+    pub regions: plantd_model::edge_regions::EdgeRegions,
 }
 
 impl Default for EdgeSettings {
@@ -71,6 +81,10 @@ impl Default for EdgeSettings {
             mode: plantd_model::provisioning::DeploymentMode::Production,
             ml_predictions_days: 90,
             alert_history_days: 365,
+            mqtt_url: None,
+            heartbeat_interval: std::time::Duration::from_secs(30),
+            backfill_points_per_second: 10_000,
+            regions: Default::default(),
         }
     }
 }

@@ -56,6 +56,11 @@ pub struct EdgeConfigView {
     pub retention: EdgeRetention,
     /// The cloud this agent enrolled with; null before it enrolls.
     pub cloud: Option<CloudLink>,
+    /// The regional clouds it forwards to, in order: its primary, then its failover list
+    /// (empty before it enrolls).
+    pub regions: Vec<plantd_model::edge_regions::RegionalCloud>,
+    /// The uplink's status and what waits for the cloud; null before it enrolls.
+    pub forwarding: Option<crate::uplink_state::ForwardingView>,
 }
 
 /// Days each kind of data is kept on the agent.
@@ -114,6 +119,7 @@ impl App {
             "edge configuration (this instance is not an edge agent: `plantd edge`)",
         ))?;
         let r = &self.config().retention;
+        let cloud = self.cloud_link(org_id).await?;
         Ok(EdgeConfigView {
             mode: edge.mode,
             retention: EdgeRetention {
@@ -124,7 +130,12 @@ impl App {
                 ml_predictions_days: edge.ml_predictions_days,
                 alert_history_days: edge.alert_history_days,
             },
-            cloud: self.cloud_link(org_id).await?,
+            cloud: cloud.clone(),
+            regions: self.uplink_regions(org_id).await?,
+            forwarding: match cloud {
+                Some(_) => Some(self.forwarding_view().await?),
+                None => None,
+            },
         })
     }
 
@@ -236,15 +247,70 @@ impl App {
         if let Some(m) = mqtt.as_object_mut() {
             m.remove("password");
         }
+        let regions = self.learn_regions(&url).await;
         let uplink = Uplink {
             cloud_url: url,
             device_id: id.to_string(),
             password: password.to_string(),
             mqtt,
             enrolled_at: Timestamp::now(),
+            regions,
         };
         self.store().set_uplink(org_id, &uplink).await?;
+        // From now on what the agent stores is kept for the cloud too.
+        self.forward_from_now(true);
         Ok(CloudLink::from(&uplink))
+    }
+
+    /// What the cloud at `url` says of its regions (`GET /api/v1/regions`): the one it answers
+    /// from (`current`) and each served region's root and MQTT address, with the round trip of
+    /// the round trip of asking each region; `{}` when it does not say.
+    async fn learn_regions(&self, url: &str) -> Value {
+        let call = self.regional().http().get(format!("{url}/api/v1/regions"));
+        let Ok(answer) = ask_cloud(call, url, "the region list").await else {
+            return json!({});
+        };
+        let mut current = Value::Null;
+        let mut known = Vec::new();
+        for r in answer["data"].as_array().into_iter().flatten() {
+            let Some(api) = r["endpoints"]["api"].as_str() else {
+                continue;
+            };
+            if r["current"] == true {
+                current = r["id"].clone();
+            }
+            let mut cloud = plantd_model::edge_regions::RegionalCloud {
+                region: r["id"].as_str().unwrap_or_default().to_string(),
+                api: api
+                    .trim_end_matches('/')
+                    .trim_end_matches("/v1")
+                    .to_string(),
+                mqtt: r["endpoints"]["mqtt"].as_str().map(str::to_string),
+                latency_ms: None,
+            };
+            // The region itself says where its channel is (the cloud knows a peer's only
+            // from its last probe), and the round trip is measured on the way.
+            let started = std::time::Instant::now();
+            let own = self
+                .regional()
+                .http()
+                .get(format!("{}/api/v1/regions/{}", cloud.api, cloud.region))
+                .timeout(CLOUD_TIMEOUT)
+                .send()
+                .await;
+            if let Ok(r) = own
+                && r.status().is_success()
+            {
+                cloud.latency_ms = Some(started.elapsed().as_secs_f64() * 1000.0);
+                if let Ok(v) = r.json::<Value>().await
+                    && let Some(m) = v["data"]["endpoints"]["mqtt"].as_str()
+                {
+                    cloud.mqtt = Some(m.to_string());
+                }
+            }
+            known.push(cloud);
+        }
+        json!({"current": current, "known": known})
     }
 
     /// Pulls the assets registered for this agent in the cloud and provisions them

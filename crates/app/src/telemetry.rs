@@ -54,6 +54,8 @@ pub struct IngestPoint {
     timestamp: Timestamp,
     /// An existing data source of the caller's organization.
     data_source_id: Option<String>,
+    /// `good` (the default), `uncertain` or `bad`.
+    quality: Option<plantd_model::telemetry::Quality>,
 }
 
 /// What [`App::ingest`] did and how long it took.

@@ -27,6 +27,15 @@ impl App {
         if let Err(e) = self.alert_engine().load(self.store()).await {
             tracing::error!(error = %plantd_model::error_chain(&e), "cannot read open alerts; rules may fire again for them");
         }
+        // An enrolled edge agent keeps what it stores for its cloud from the first point on.
+        if self.config().edge.is_some() {
+            match self.store().any_uplink().await {
+                Ok(enrolled) => self.forward_from_now(enrolled),
+                Err(e) => {
+                    tracing::error!(error = %plantd_model::error_chain(&e), "cannot read the agent's enrollment; points stored now are not forwarded to the cloud")
+                }
+            }
+        }
         let (stop, stopped) = watch::channel(false);
         let tasks = vec![
             tokio::spawn(usage_flusher(self.clone(), stopped.clone())),
@@ -129,6 +138,15 @@ async fn retention_worker(app: App, mut stop: watch::Receiver<bool>) {
             }
         }
         let result = app.tsdb().enforce_retention(Timestamp::now()).await;
+        if let Ok(r) = &result
+            && r.outbox_points_deleted > 0
+        {
+            tracing::warn!(
+                batches = r.outbox_records_deleted,
+                points = r.outbox_points_deleted,
+                "points the edge agent could not forward to its cloud within the raw retention were dropped unsent"
+            );
+        }
         match &result {
             Ok(r) if r.raw_deleted + r.rollups_deleted > 0 => {
                 tracing::info!(

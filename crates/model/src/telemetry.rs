@@ -40,6 +40,12 @@ impl Quality {
             Quality::Bad => 2,
         }
     }
+    /// A quality by its API name.
+    pub fn parse(s: &str) -> Option<Self> {
+        [Quality::Good, Quality::Uncertain, Quality::Bad]
+            .into_iter()
+            .find(|q| q.as_str() == s)
+    }
     pub fn from_code(code: i64) -> Self {
         match code {
             0 => Quality::Good,
@@ -124,6 +130,7 @@ pub fn validate_points(
                 "value",
                 "timestamp",
                 "data_source_id",
+                "quality",
             ]
             .contains(&key.as_str())
             {
@@ -195,9 +202,20 @@ pub fn validate_points(
                 None
             }
         };
+        let quality = match obj.get("quality") {
+            None | Some(Value::Null) => Some(Quality::Good),
+            Some(Value::String(s)) => Quality::parse(s),
+            Some(_) => None,
+        };
+        if quality.is_none() {
+            errors.push(FieldError::new(
+                at("quality"),
+                "must be good, uncertain or bad",
+            ));
+        }
         if errors.len() == before
-            && let (Some(asset_id), Some(tag_name), Some(value), Some(timestamp)) =
-                (asset_id, tag_name, value, timestamp)
+            && let (Some(asset_id), Some(tag_name), Some(value), Some(timestamp), Some(quality)) =
+                (asset_id, tag_name, value, timestamp, quality)
         {
             points.push(Point {
                 asset_id,
@@ -205,7 +223,7 @@ pub fn validate_points(
                 // -0 is stored as 0: SQLite cannot keep the sign of zero.
                 value: value + 0.0,
                 timestamp,
-                quality: Quality::Good,
+                quality,
                 data_source_id,
             });
         }
@@ -228,6 +246,10 @@ struct PointRef<'a> {
     timestamp: &'a str,
     #[serde(default, borrow)]
     data_source_id: Option<&'a str>,
+    /// Optional: `good` (the default), `uncertain` or `bad` (an edge agent forwards its
+    /// connectors' quality).
+    #[serde(default, borrow)]
+    quality: Option<&'a str>,
 }
 
 /// An ingest body as sent, borrowed from the request.
@@ -281,12 +303,16 @@ pub fn parse_batch(
             Some("") => return None,
             Some(ds) => Some(ds.to_string()),
         };
+        let quality = match p.quality {
+            None => Quality::Good,
+            Some(q) => Quality::parse(q)?,
+        };
         points.push(Point {
             asset_id: asset_id.to_string(),
             tag_name: p.tag_name.to_string(),
             value: p.value + 0.0,
             timestamp,
-            quality: Quality::Good,
+            quality,
             data_source_id,
         });
     }

@@ -160,10 +160,7 @@ pub(crate) async fn handle_message(
     payload: &[u8],
 ) {
     let (what, result) = match kind {
-        DeviceTopic::Telemetry => (
-            "telemetry",
-            app.device_telemetry(session, payload).await.map(|_| ()),
-        ),
+        DeviceTopic::Telemetry => ("telemetry", telemetry(app, session, payload).await),
         DeviceTopic::Heartbeat => ("heartbeat", app.device_heartbeat(session, payload).await),
         DeviceTopic::CommandResults => (
             "command_result",
@@ -179,6 +176,36 @@ pub(crate) async fn handle_message(
         Err(e) => {
             metrics::counter!("plantd_mqtt_messages_dropped_total", "topic" => what).increment(1);
             tracing::info!(device = %session.device_id, topic = what, reason = %plantd_model::error_chain(&e), "a device's message was dropped");
+        }
+    }
+}
+
+/// How long a device's telemetry may wait for its organization's point rate (or a region
+/// migration's window) before it is dropped.
+const HOLD_AT_MOST: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// A telemetry message, stored; over the organization's point rate, or during a migration's
+/// read-only window, its acknowledgement waits (the time the refusal says, again and again up
+/// to [`HOLD_AT_MOST`]) instead of the points being dropped: a device that sends faster than its
+/// organization may (an edge agent sending what it kept while offline) is slowed, not cut.
+async fn telemetry(
+    app: &App,
+    session: &DeviceSession,
+    payload: &[u8],
+) -> Result<(), plantd_app::AppError> {
+    let started = std::time::Instant::now();
+    loop {
+        match app.device_telemetry(session, payload).await {
+            Ok(_) => return Ok(()),
+            Err(
+                plantd_app::AppError::LimitReached { retry_after, .. }
+                | plantd_app::AppError::Migrating { retry_after, .. },
+            ) if started.elapsed() < HOLD_AT_MOST => {
+                metrics::counter!("plantd_mqtt_messages_held_total").increment(1);
+                let wait = std::time::Duration::from_secs(retry_after.clamp(1, 30));
+                tokio::time::sleep(wait.min(HOLD_AT_MOST.saturating_sub(started.elapsed()))).await;
+            }
+            Err(e) => return Err(e),
         }
     }
 }

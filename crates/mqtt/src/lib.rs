@@ -7,6 +7,7 @@
 
 mod door;
 mod external;
+pub mod uplink;
 
 pub use external::{ExternalBroker, start as start_external};
 

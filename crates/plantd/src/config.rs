@@ -57,6 +57,100 @@ pub struct EdgeFileConfig {
     /// production, development or demo (`--mode` and `DEPLOYMENT_MODE` win).
     pub mode: Option<String>,
     pub retention: Option<EdgeRetentionFile>,
+    /// Seconds between heartbeats to the cloud (default 30).
+    pub heartbeat_interval_secs: Option<u64>,
+    /// Points per second sent of what was kept while the cloud was away (default 10,000).
+    pub backfill_points_per_second: Option<u64>,
+    /// SPEC 4.14's `region_detection` block.
+    pub region_detection: Option<RegionDetectionFile>,
+    /// SPEC 4.14's `regions` block.
+    pub regions: Option<EdgeRegionsFile>,
+}
+
+/// `[edge.region_detection]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegionDetectionFile {
+    pub enabled: Option<bool>,
+    pub fallback_region: Option<String>,
+    pub prefer_low_latency: Option<bool>,
+}
+
+/// `[edge.regions]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EdgeRegionsFile {
+    pub primary: Option<String>,
+    pub failover: Option<Vec<String>>,
+    pub health_check_interval_seconds: Option<u64>,
+    pub failover_threshold: Option<u32>,
+}
+
+/// SPEC 4.14's edge regional settings: `PLANTD_REGION`, `PLANTD_API_URL` and
+/// `PLANTD_MQTT_URL` (read by `env`), then `[edge.region_detection]` and `[edge.regions]`.
+fn edge_regions(
+    file: Option<&EdgeFileConfig>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> anyhow::Result<(plantd_model::edge_regions::EdgeRegions, Option<String>)> {
+    use plantd_model::region::RegionId;
+    let region = |what: &str, s: &str| -> anyhow::Result<RegionId> {
+        s.trim()
+            .parse::<RegionId>()
+            .map_err(|e| anyhow::anyhow!("{what}: {e}"))
+    };
+    let mut r = plantd_model::edge_regions::EdgeRegions::default();
+    let set = |k: &str| {
+        env(k)
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
+    if let Some(v) = set("PLANTD_REGION") {
+        r.region = Some(region("PLANTD_REGION", &v)?);
+    }
+    if let Some(v) = set("PLANTD_API_URL") {
+        let root = v.trim_end_matches('/').trim_end_matches("/v1").to_string();
+        if !(root.starts_with("http://") || root.starts_with("https://")) {
+            bail!("PLANTD_API_URL must be the cloud's http:// or https:// address");
+        }
+        r.api_url = Some(root);
+    }
+    let mqtt_url = set("PLANTD_MQTT_URL");
+    if let Some(u) = &mqtt_url {
+        plantd_app::edge_forward::mqtt_address(u)
+            .map_err(|e| anyhow::anyhow!("PLANTD_MQTT_URL: {e}"))?;
+    }
+    if let Some(d) = file.and_then(|f| f.region_detection.as_ref()) {
+        if let Some(e) = d.enabled {
+            r.detection.enabled = e;
+        }
+        if let Some(f) = &d.fallback_region {
+            r.detection.fallback_region = Some(region("edge.region_detection.fallback_region", f)?);
+        }
+        if let Some(p) = d.prefer_low_latency {
+            r.detection.prefer_low_latency = p;
+        }
+    }
+    if let Some(g) = file.and_then(|f| f.regions.as_ref()) {
+        if let Some(p) = &g.primary {
+            r.primary = Some(region("edge.regions.primary", p)?);
+        }
+        for f in g.failover.iter().flatten() {
+            r.failover.push(region("edge.regions.failover", f)?);
+        }
+        if let Some(i) = g.health_check_interval_seconds {
+            if !(1..=86_400).contains(&i) {
+                bail!("edge.regions.health_check_interval_seconds must be from 1 to 86400");
+            }
+            r.health_check_interval = std::time::Duration::from_secs(i);
+        }
+        if let Some(t) = g.failover_threshold {
+            if !(1..=100).contains(&t) {
+                bail!("edge.regions.failover_threshold must be from 1 to 100");
+            }
+            r.failover_threshold = t;
+        }
+    }
+    Ok((r, mqtt_url))
 }
 
 /// `[edge.retention]`.
@@ -74,7 +168,21 @@ pub struct EdgeRetentionFile {
 pub fn edge_settings(
     flag: Option<String>,
     file: Option<&EdgeFileConfig>,
+    env: &dyn Fn(&str) -> Option<String>,
 ) -> anyhow::Result<plantd_app::EdgeSettings> {
+    let (regions, mqtt_url) = edge_regions(file, env)?;
+    let heartbeat = match file.and_then(|f| f.heartbeat_interval_secs) {
+        Some(s) if !(1..=86_400).contains(&s) => {
+            bail!("edge.heartbeat_interval_secs must be from 1 to 86400")
+        }
+        Some(s) => std::time::Duration::from_secs(s),
+        None => plantd_app::EdgeSettings::default().heartbeat_interval,
+    };
+    let backfill = match file.and_then(|f| f.backfill_points_per_second) {
+        Some(0) => bail!("edge.backfill_points_per_second must be at least 1"),
+        Some(n) => n,
+        None => plantd_app::EdgeSettings::default().backfill_points_per_second,
+    };
     let defaults = plantd_app::EdgeSettings::default();
     let mode = match flag.or_else(|| file.and_then(|f| f.mode.clone())) {
         Some(m) => {
@@ -104,6 +212,10 @@ pub fn edge_settings(
             retention.and_then(|r| r.alert_history_days),
             defaults.alert_history_days,
         )?,
+        mqtt_url,
+        heartbeat_interval: heartbeat,
+        backfill_points_per_second: backfill,
+        regions,
     })
 }
 
@@ -620,7 +732,7 @@ mod tests {
     #[test]
     fn edge_settings_take_the_flag_then_the_file() {
         use plantd_model::provisioning::DeploymentMode;
-        let defaults = edge_settings(None, None).unwrap();
+        let defaults = edge_settings(None, None, &|_| None).unwrap();
         assert_eq!(defaults.mode, DeploymentMode::Production);
         assert_eq!(
             (defaults.ml_predictions_days, defaults.alert_history_days),
@@ -629,16 +741,43 @@ mod tests {
         let file: FileConfig =
             toml::from_str("[edge]\nmode = \"demo\"\n[edge.retention]\nalert_history_days = 30\n")
                 .unwrap();
-        let s = edge_settings(None, file.edge.as_ref()).unwrap();
+        let s = edge_settings(None, file.edge.as_ref(), &|_| None).unwrap();
         assert_eq!((s.mode, s.alert_history_days), (DeploymentMode::Demo, 30));
-        let s = edge_settings(Some("Development".into()), file.edge.as_ref()).unwrap();
+        let s = edge_settings(Some("Development".into()), file.edge.as_ref(), &|_| None).unwrap();
         assert_eq!(s.mode, DeploymentMode::Development);
-        let e = edge_settings(Some("staging".into()), None)
+        let e = edge_settings(Some("staging".into()), None, &|_| None)
             .unwrap_err()
             .to_string();
         assert!(e.contains("production, development, demo"), "{e}");
         let bad: FileConfig =
             toml::from_str("[edge.retention]\nml_predictions_days = 0\n").unwrap();
-        assert!(edge_settings(None, bad.edge.as_ref()).is_err());
+        assert!(edge_settings(None, bad.edge.as_ref(), &|_| None).is_err());
+        // SPEC 4.14's edge regional settings: the environment, then the file.
+        let file: FileConfig = toml::from_str(
+            "[edge.regions]\nprimary = \"eu-west\"\nfailover = [\"eu-central\"]\nhealth_check_interval_seconds = 5\n\
+             [edge.region_detection]\nfallback_region = \"us-east\"\nprefer_low_latency = true\n",
+        )
+        .unwrap();
+        let env = |k: &str| match k {
+            "PLANTD_REGION" => Some("us-west".to_string()),
+            "PLANTD_MQTT_URL" => Some("mqtt://cloud:1884".to_string()),
+            "PLANTD_API_URL" => Some("https://cloud.example/v1".to_string()),
+            _ => None,
+        };
+        let s = edge_settings(None, file.edge.as_ref(), &env).unwrap();
+        use plantd_model::region::RegionId;
+        assert_eq!(s.regions.region, Some(RegionId::UsWest));
+        assert_eq!(s.regions.primary, Some(RegionId::EuWest));
+        assert_eq!(s.regions.failover, [RegionId::EuCentral]);
+        assert_eq!(s.regions.health_check_interval.as_secs(), 5);
+        assert_eq!(s.regions.failover_threshold, 3);
+        assert_eq!(s.regions.api_url.as_deref(), Some("https://cloud.example"));
+        assert!(s.regions.detection.prefer_low_latency);
+        assert_eq!(s.mqtt_url.as_deref(), Some("mqtt://cloud:1884"));
+        let bad_env = |k: &str| (k == "PLANTD_REGION").then(|| "mars".to_string());
+        let e = edge_settings(None, None, &bad_env).unwrap_err().to_string();
+        assert!(e.contains("PLANTD_REGION") && e.contains("us-east"), "{e}");
+        let tls = |k: &str| (k == "PLANTD_MQTT_URL").then(|| "mqtts://cloud:8883".to_string());
+        assert!(edge_settings(None, None, &tls).is_err());
     }
 }

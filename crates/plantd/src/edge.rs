@@ -93,14 +93,28 @@ async fn enroll(app: &App, org_id: &str, run: &EdgeRun) {
     }
 }
 
-/// Starts what the mode adds, and says so; `demo` returns its generator's task.
+/// Starts the uplink to the cloud (it waits for the enrollment) and what the mode adds, and
+/// says so; returns their tasks.
 pub(crate) async fn start(
     app: &App,
     org_id: &str,
     run: &EdgeRun,
     stop: watch::Receiver<bool>,
-) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
+) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
     enroll(app, org_id, run).await;
+    let uplink = plantd_mqtt::uplink::start(app.clone(), org_id.to_string(), stop.clone());
+    let mut tasks = vec![uplink];
+    tasks.extend(start_mode(app, org_id, run, stop).await?);
+    Ok(tasks)
+}
+
+/// What the mode adds; `demo` returns its generator's task.
+async fn start_mode(
+    app: &App,
+    org_id: &str,
+    run: &EdgeRun,
+    stop: watch::Receiver<bool>,
+) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
     match run.mode {
         DeploymentMode::Production => {
             println!(

@@ -314,7 +314,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let listen = listen
                 .or_else(|| file.listen.clone())
                 .or_else(|| Some(edge::DEFAULT_LISTEN.to_string()));
-            let settings = config::edge_settings(mode, file.edge.as_ref())?;
+            let settings =
+                config::edge_settings(mode, file.edge.as_ref(), &|k| std::env::var(k).ok())?;
             init_logging();
             let mut cfg = ServeConfig::resolve_with(file, listen, mqtt, None, storage_cfg)?;
             cfg.api.retention.predictions_days = Some(settings.ml_predictions_days);

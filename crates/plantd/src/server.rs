@@ -265,7 +265,7 @@ pub(crate) async fn serve(
             None => println!("simulator: {endpoint} (not started here: --no-sim)"),
         }
     }
-    let generator = match &edge {
+    let edge_tasks = match &edge {
         Some(run) => {
             let org = store
                 .first_org()
@@ -273,7 +273,7 @@ pub(crate) async fn serve(
                 .context("the database has no organization")?;
             crate::edge::start(&app, &org.id, run, stop.clone()).await?
         }
-        None => None,
+        None => Vec::new(),
     };
     match first {
         Some(first) => {
@@ -322,7 +322,7 @@ pub(crate) async fn serve(
     if let Some(task) = external {
         task.abort();
     }
-    if let Some(task) = generator {
+    for task in edge_tasks {
         let _ = task.await;
     }
     store.close().await;

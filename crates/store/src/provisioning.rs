@@ -50,6 +50,8 @@ pub struct Uplink {
     /// What the cloud answered of its MQTT channel (`client_id`, `username`, `topics`).
     pub mqtt: Value,
     pub enrolled_at: Timestamp,
+    /// What the cloud said of its regions (`{"current", "known": [...]}`).
+    pub regions: Value,
 }
 
 /// What an import did to one asset.
@@ -243,9 +245,9 @@ impl Store {
     pub async fn set_uplink(&self, org_id: &str, u: &Uplink) -> Result<()> {
         let mut tx = self.begin_write().await?;
         sqlx::query(
-            "INSERT INTO edge_uplink (org_id, cloud_url, device_id, password, mqtt, enrolled_at) \
-             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (org_id) DO UPDATE SET cloud_url = $2, \
-             device_id = $3, password = $4, mqtt = $5, enrolled_at = $6",
+            "INSERT INTO edge_uplink (org_id, cloud_url, device_id, password, mqtt, enrolled_at, regions) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (org_id) DO UPDATE SET cloud_url = $2, \
+             device_id = $3, password = $4, mqtt = $5, enrolled_at = $6, regions = $7",
         )
         .bind(org_id)
         .bind(&u.cloud_url)
@@ -253,16 +255,25 @@ impl Store {
         .bind(&u.password)
         .bind(u.mqtt.to_string())
         .bind(u.enrolled_at.millis())
+        .bind(u.regions.to_string())
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
         Ok(())
     }
 
+    /// Whether an organization of this database is enrolled with a cloud (an edge agent).
+    pub async fn any_uplink(&self) -> Result<bool> {
+        Ok(sqlx::query("SELECT org_id FROM edge_uplink LIMIT 1")
+            .fetch_optional(self.pool())
+            .await?
+            .is_some())
+    }
+
     /// The agent's enrollment, if it enrolled.
     pub async fn uplink(&self, org_id: &str) -> Result<Option<Uplink>> {
         let row = sqlx::query(
-            "SELECT cloud_url, device_id, password, mqtt, enrolled_at FROM edge_uplink WHERE org_id = $1",
+            "SELECT cloud_url, device_id, password, mqtt, enrolled_at, regions FROM edge_uplink WHERE org_id = $1",
         )
         .bind(org_id)
         .fetch_optional(self.pool())
@@ -274,6 +285,7 @@ impl Store {
                 password: r.try_get("password")?,
                 mqtt: json_column(&r, "mqtt")?,
                 enrolled_at: Timestamp::from_millis(r.try_get("enrolled_at")?),
+                regions: json_column(&r, "regions")?,
             })
         })
         .transpose()

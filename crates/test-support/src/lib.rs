@@ -7,6 +7,7 @@ mod latency;
 mod mail;
 pub mod mqtt;
 mod process;
+pub mod relay;
 pub mod stream;
 mod tls;
 mod wait;

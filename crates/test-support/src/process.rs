@@ -38,9 +38,15 @@ impl ServerProcess {
     /// Runs `BIN ARGS...` and collects what it prints up to the first line starting with
     /// `ready` (`base` is left empty for the caller to fill).
     pub fn launch(bin: &str, args: &[&str], ready: &str) -> Self {
+        Self::launch_with_env(bin, args, &[], ready)
+    }
+
+    /// [`ServerProcess::launch`] with environment variables set.
+    pub fn launch_with_env(bin: &str, args: &[&str], env: &[(&str, &str)], ready: &str) -> Self {
         let mut child = Command::new(bin)
             .args(args)
             .env("PLANTD_LOG", "warn")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()

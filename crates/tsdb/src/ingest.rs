@@ -262,6 +262,10 @@ impl Shared {
         }
         let counts: Vec<usize> = records.iter().map(|(_, n, _)| *n).collect();
         let last = log::append(&mut tx, &records).await?;
+        if self.forward.load(std::sync::atomic::Ordering::Relaxed) {
+            crate::outbox::append(&mut tx, &records, plantd_model::Timestamp::now().millis())
+                .await?;
+        }
         drop(records);
         let audit: Vec<(&str, &NewAuditRecord, i64)> = jobs
             .iter()

@@ -154,7 +154,7 @@ pub(crate) async fn oldest(
 /// Ids per statement that reads or deletes records.
 const IDS_PER_STATEMENT: usize = 500;
 
-fn placeholders(sqlite: bool, n: usize) -> String {
+pub(crate) fn placeholders(sqlite: bool, n: usize) -> String {
     (1..=n)
         .map(|i| placeholder(sqlite, i))
         .collect::<Vec<_>>()

@@ -79,6 +79,9 @@ impl Retention {
 pub struct RetentionReport {
     pub raw_deleted: u64,
     pub rollups_deleted: u64,
+    /// Batches the edge agent could not forward within the raw retention, dropped unsent.
+    pub outbox_records_deleted: u64,
+    pub outbox_points_deleted: u64,
 }
 
 /// Deletes what each level's retention has passed, series by series in a transaction each (so
@@ -167,6 +170,12 @@ pub(crate) async fn enforce(
         }
         tx.commit().await?;
     }
+    // The edge's outbox keeps no batch longer than the agent keeps its raw points.
+    let mut tx = store.begin_write().await?;
+    let (records, points) = crate::outbox::expire(&mut tx, cutoff(r.raw_days)).await?;
+    tx.commit().await?;
+    report.outbox_records_deleted = records;
+    report.outbox_points_deleted = points;
     storage.recount(store.pool()).await?;
     Ok(report)
 }

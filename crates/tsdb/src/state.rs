@@ -62,4 +62,6 @@ pub(crate) struct Shared {
     pub(crate) seal_wake: tokio::sync::Notify,
     /// Set once a database of the first storage layout has been converted (see `upgrade`).
     pub(crate) upgraded: tokio::sync::OnceCell<u64>,
+    /// Whether ingest also appends to the edge agent's outbox (`outbox.rs`).
+    pub(crate) forward: std::sync::atomic::AtomicBool,
 }

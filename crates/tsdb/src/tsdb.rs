@@ -36,6 +36,7 @@ impl Tsdb {
                 storage: Default::default(),
                 seal_wake: Default::default(),
                 upgraded: Default::default(),
+                forward: Default::default(),
             }),
             writer: Writer::new(),
         }
@@ -314,6 +315,49 @@ impl Tsdb {
     /// hears the other nodes' writes). For health reporting and tests.
     pub fn latest_from_memory(&self) -> bool {
         self.shared.latest.answers_from_memory()
+    }
+
+    /// Turns the edge agent's outbox on or off: while on, every batch acknowledged from now on is
+    /// also kept in the outbox until [`Tsdb::outbox_forwarded`] says the cloud has it.
+    pub fn set_forwarding(&self, on: bool) {
+        self.shared
+            .forward
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The oldest records of the outbox with an id in `(after, up_to]`, but those in `skip` (in
+    /// flight), up to about `max_points` points (at least one record), with their names.
+    pub async fn outbox_oldest(
+        &self,
+        after: i64,
+        up_to: Option<i64>,
+        skip: &[i64],
+        max_points: usize,
+    ) -> Result<Vec<crate::outbox::OutboxRecord>> {
+        let store = &self.shared.store;
+        crate::outbox::oldest(
+            store.pool(),
+            store.backend() == Backend::Sqlite,
+            after,
+            up_to,
+            skip,
+            max_points,
+        )
+        .await
+    }
+
+    /// The cloud has the records `ids`: they leave the outbox.
+    pub async fn outbox_forwarded(&self, ids: &[i64]) -> Result<()> {
+        let store = &self.shared.store;
+        let mut tx = store.begin_write_unsynced().await?;
+        crate::outbox::delete(&mut tx, store.backend() == Backend::Sqlite, ids).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// What the outbox holds.
+    pub async fn outbox_count(&self) -> Result<crate::outbox::OutboxCount> {
+        crate::outbox::count(self.shared.store.pool()).await
     }
 
     /// Deletes what each level's retention has passed.

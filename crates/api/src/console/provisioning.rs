@@ -43,6 +43,29 @@ pub(crate) async fn page(
                 }
                 None => { p id="edge-cloud" { "Not enrolled with a cloud (plantd edge --enroll TOKEN --cloud URL)." } }
             }
+            @if let Some(f) = &edge.forwarding {
+                p id="edge-forwarding" {
+                    @if f.connected {
+                        span class="badge ok" { "forwarding" } " to "
+                    } @else {
+                        span class="badge warning" title=[f.last_error.as_deref()] { "cloud unreachable" } " trying "
+                    }
+                    strong { (f.region.as_deref().unwrap_or("?")) } " (" code { (f.mqtt_url.as_deref().unwrap_or("no MQTT address")) } "). "
+                    "Waiting on this agent: " strong { (f.pending_points) } " points in " (f.pending_batches) " batches. "
+                    "Sent since start: " (f.forwarded_points) " points"
+                    @if let Some(at) = f.last_forwarded_at { ", the last " (time(at)) }
+                    ". Backlog rate: " (f.backfill_points_per_second) " points/s."
+                    @if let Some(e) = f.failovers.last() {
+                        " Last region change: " (e.from) " → " (e.to) " " (time(e.at)) " (" (e.reason) ")."
+                    }
+                }
+                @if edge.regions.len() > 1 {
+                    p id="edge-regions" {
+                        "Regions in order: "
+                        (edge.regions.iter().map(|r| r.region.as_str()).collect::<Vec<_>>().join(" → "))
+                    }
+                }
+            }
         }
         table class="list" id="provisioned" {
             thead { tr { th scope="col" { "Asset" } th scope="col" { "Type" } th scope="col" { "Protocol" } th scope="col" { "Address" } th scope="col" { "Sensors" } th scope="col" { "Came by" } th scope="col" { "Source" } th scope="col" { "Updated" } } }

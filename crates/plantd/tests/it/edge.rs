@@ -286,9 +286,9 @@ async fn csv_yaml_and_qr_imports_provision_data_sources() {
     sim.stop();
 }
 
-const BIN: &str = env!("CARGO_BIN_EXE_plantd");
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_plantd");
 
-fn run(args: &[&str]) -> (bool, String, String) {
+pub(crate) fn run(args: &[&str]) -> (bool, String, String) {
     let out = std::process::Command::new(BIN)
         .args(args)
         .output()
@@ -303,9 +303,18 @@ fn run(args: &[&str]) -> (bool, String, String) {
 /// Starts `plantd edge ARGS` on a free port of loopback and returns it with an admin key
 /// made by `plantd keys create --data-dir`.
 fn start_agent(dir: &str, args: &[&str]) -> (plantd_test_support::ServerProcess, String) {
+    start_agent_with_env(dir, args, &[])
+}
+
+/// `plantd edge` in `dir` with `args` and environment variables; its admin key.
+pub(crate) fn start_agent_with_env(
+    dir: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (plantd_test_support::ServerProcess, String) {
     let mut all = vec!["edge", "--listen", "127.0.0.1:0", "--data-dir", dir];
     all.extend_from_slice(args);
-    let mut agent = plantd_test_support::ServerProcess::launch(BIN, &all, "stop:");
+    let mut agent = plantd_test_support::ServerProcess::launch_with_env(BIN, &all, env, "stop:");
     agent.base = agent.printed_after("listening on ").unwrap();
     let (ok, key, err) = run(&[
         "keys",
@@ -321,7 +330,7 @@ fn start_agent(dir: &str, args: &[&str]) -> (plantd_test_support::ServerProcess,
     (agent, key.trim().to_string())
 }
 
-async fn agent_get(base: &str, key: &str, path: &str) -> Value {
+pub(crate) async fn agent_get(base: &str, key: &str, path: &str) -> Value {
     let r = reqwest::Client::new()
         .get(format!("{base}/v1{path}"))
         .bearer_auth(key)
@@ -376,7 +385,7 @@ async fn the_edge_agent_runs_in_each_mode() {
     let config = agent_get(&agent.base, &key, "/edge/config").await;
     assert_eq!(
         config["data"],
-        json!({"mode": "demo", "cloud": null, "retention": {"raw_days": 7, "minute_days": 30, "hour_days": 365,
+        json!({"mode": "demo", "cloud": null, "regions": [], "forwarding": null, "retention": {"raw_days": 7, "minute_days": 30, "hour_days": 365,
                "day_days": 1825, "ml_predictions_days": 90, "alert_history_days": 365}})
     );
     let v = wait_for("generated Vibration_X of Pump_01", 30, || {

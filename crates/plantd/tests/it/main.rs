@@ -17,6 +17,7 @@ mod crash;
 mod dashboards;
 mod data_sources;
 mod edge;
+mod edge_uplink;
 mod fleet;
 mod identity;
 mod licenses;

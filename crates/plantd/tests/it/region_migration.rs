@@ -27,7 +27,7 @@ fn ts(ms: i64) -> String {
 
 /// Two regions of one deployment; us-east has the organization (Enterprise) and its key;
 /// eu-west, when up, has received them. Each configuration is adjusted by its function.
-async fn two_regions(
+pub(crate) async fn two_regions(
     nats: &str,
     west_up: bool,
     east_config: impl FnOnce(&mut AppConfig),

@@ -18,6 +18,7 @@ const DAY: i64 = crate::DAY;
 mod exactness;
 mod log;
 mod nodes;
+mod outbox;
 mod retention;
 mod sealing;
 mod upgrade;

@@ -1,0 +1,325 @@
+//! The edge agent's uplink (issue 34; docs/api.md, "Store and forward"): once the agent is
+//! enrolled, it connects to its cloud's MQTT device channel as its fleet device and
+//!
+//! - forwards what it stores: the telemetry outbox, each record published with QoS 1 and
+//!   deleted only when the cloud has acknowledged it (the cloud acknowledges after its own
+//!   durable write), so nothing is lost to a cut connection or a restart. What was kept while
+//!   the cloud was away (the records older than the connection) goes oldest first at most
+//!   `backfill_points_per_second`; what arrives meanwhile (live) goes at once beside it;
+//! - sends its heartbeat every `heartbeat_interval` and answers its commands;
+//! - checks its regional cloud's health every `health_check_interval` and, by the failover rule
+//!   (`plantd_model::edge_regions::Failover`), moves to the next region of its order and back.
+
+use plantd_app::App;
+use plantd_app::edge_forward::{
+    OutboxRecord, POINTS_PER_MESSAGE, UplinkLogin, mqtt_address, telemetry_payload,
+};
+use plantd_model::edge_regions::{Failover, RegionalCloud};
+use rumqttc::{AsyncClient, Event, MqttOptions, Outgoing, Packet, QoS};
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+/// Messages of the outbox in flight (published, not yet acknowledged) at most.
+const WINDOW: usize = 16;
+/// How often the uplink looks for new records in the outbox.
+const LOOK_EVERY: Duration = Duration::from_millis(250);
+/// Largest MQTT packet the uplink sends or takes (the cloud's broker takes 4 MiB).
+const MAX_PACKET: usize = 4 * 1024 * 1024;
+
+/// Runs the uplink of the agent's organization until `stop`.
+pub fn start(app: App, org_id: String, stop: watch::Receiver<bool>) -> JoinHandle<()> {
+    tokio::spawn(run(app, org_id, stop))
+}
+
+async fn run(app: App, org_id: String, mut stop: watch::Receiver<bool>) {
+    let Some(edge) = app.config().edge.clone() else {
+        return;
+    };
+    let mut regions: Vec<RegionalCloud> = Vec::new();
+    let mut health: Option<JoinHandle<()>> = None;
+    let (moved_tx, mut moved) = watch::channel(0usize);
+    let moved_tx = std::sync::Arc::new(moved_tx);
+    let mut delay = Duration::from_secs(1);
+    loop {
+        if *stop.borrow() {
+            break;
+        }
+        let (order, login) = match (
+            app.uplink_regions(&org_id).await,
+            app.uplink_login(&org_id).await,
+        ) {
+            (Ok(order), Ok(Some(login))) if !order.is_empty() => (order, login),
+            _ => {
+                // Not enrolled yet (or the database is busy): look again.
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs(2)) => continue,
+                    _ = stop.changed() => break,
+                }
+            }
+        };
+        if order != regions {
+            if let Some(h) = health.take() {
+                h.abort();
+            }
+            regions = order;
+            let _ = moved_tx.send(0);
+            health = Some(tokio::spawn(check_health(
+                app.clone(),
+                regions.clone(),
+                login.clone(),
+                edge.regions.health_check_interval,
+                edge.regions.failover_threshold,
+                moved_tx.clone(),
+            )));
+        }
+        let cloud = regions[(*moved.borrow_and_update()).min(regions.len() - 1)].clone();
+        app.uplink_reaching(&cloud);
+        let outcome = session(&app, &org_id, &login, &cloud, &edge, &mut moved, &mut stop).await;
+        match outcome {
+            Ok(()) => delay = Duration::from_secs(1),
+            Err(e) => {
+                tracing::info!(region = %cloud.region, error = %e, "edge agent: the cloud's MQTT channel is not reachable; the points wait on the agent");
+                app.uplink_connected(false, Some(e));
+                // Wait before trying again, unless the failover rule moves the agent meanwhile.
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = moved.changed() => {}
+                    _ = stop.changed() => {}
+                }
+                delay = (delay * 2).min(Duration::from_secs(30));
+            }
+        }
+    }
+    if let Some(h) = health {
+        h.abort();
+    }
+    app.uplink_connected(false, Some("the agent stopped".into()));
+}
+
+/// The failover rule's health checks, every `interval`: the current region's and, while away,
+/// the primary's (`App::region_serves`). A move is told on `moved`.
+async fn check_health(
+    app: App,
+    regions: Vec<RegionalCloud>,
+    login: UplinkLogin,
+    interval: Duration,
+    threshold: u32,
+    moved: std::sync::Arc<watch::Sender<usize>>,
+) {
+    let mut rule = Failover::new(regions.len(), threshold);
+    loop {
+        tokio::time::sleep(interval).await;
+        let current = rule.current();
+        let current_ok = app.region_serves(&regions[current], &login).await;
+        let primary_ok = if rule.away() {
+            Some(app.region_serves(&regions[0], &login).await)
+        } else {
+            None
+        };
+        if let Some(to) = rule.observe(current_ok, primary_ok) {
+            let reason = if to == 0 && current_ok {
+                format!("{threshold} successful health checks of the primary region")
+            } else {
+                format!("{threshold} failed health checks")
+            };
+            app.uplink_failed_over(&regions[current], &regions[to], &reason);
+            let _ = moved.send(to);
+        }
+    }
+}
+
+/// One outbox record on its way: its messages not yet acknowledged and its points.
+struct InFlight {
+    messages: usize,
+    points: u64,
+}
+
+/// A token bucket of points per second for the backlog.
+struct Bucket {
+    rate: f64,
+    tokens: f64,
+    at: Instant,
+}
+
+impl Bucket {
+    fn new(rate: u64) -> Self {
+        Self {
+            rate: rate.max(1) as f64,
+            tokens: rate.max(1) as f64,
+            at: Instant::now(),
+        }
+    }
+    /// Whether a record of `points` may go now (taking its tokens).
+    fn take(&mut self, points: usize) -> bool {
+        let now = Instant::now();
+        self.tokens =
+            (self.tokens + now.duration_since(self.at).as_secs_f64() * self.rate).min(self.rate);
+        self.at = now;
+        if self.tokens >= (points as f64).min(self.rate) {
+            self.tokens -= points as f64;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// One connection to `cloud` until it fails (Err), the failover rule moves the agent or it
+/// stops (Ok).
+async fn session(
+    app: &App,
+    org_id: &str,
+    login: &UplinkLogin,
+    cloud: &RegionalCloud,
+    edge: &plantd_app::EdgeSettings,
+    moved: &mut watch::Receiver<usize>,
+    stop: &mut watch::Receiver<bool>,
+) -> Result<(), String> {
+    let mqtt = cloud.mqtt.as_deref().ok_or_else(|| {
+        format!(
+            "the region {} names no MQTT address (its cloud runs without --mqtt-listen?); name it with PLANTD_MQTT_URL",
+            cloud.region
+        )
+    })?;
+    let (host, port) = mqtt_address(mqtt)?;
+    let mut o = MqttOptions::new(&login.device_id, host, port);
+    o.set_credentials(login.device_id.clone(), login.password.clone());
+    o.set_keep_alive(Duration::from_secs(30));
+    o.set_clean_session(true);
+    o.set_max_packet_size(MAX_PACKET, MAX_PACKET);
+    let (client, mut events) = AsyncClient::new(o, 4 * WINDOW);
+    let (answers_tx, mut answers) = mpsc::channel::<Vec<u8>>(16);
+
+    let mut connected = false;
+    // Records up to this id were kept before the connection: the backlog.
+    let mut live_from = 0i64;
+    let mut in_flight: HashMap<i64, InFlight> = HashMap::new();
+    // The record of each publish not yet given its packet id (None: not the outbox's).
+    let mut unnumbered: VecDeque<Option<i64>> = VecDeque::new();
+    let mut by_pkid: HashMap<u16, i64> = HashMap::new();
+    let mut bucket = Bucket::new(edge.backfill_points_per_second);
+    let mut look = tokio::time::interval(LOOK_EVERY);
+    look.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut beat = tokio::time::interval(edge.heartbeat_interval);
+    beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let publish = |unnumbered: &mut VecDeque<Option<i64>>,
+                   record: Option<i64>,
+                   topic: &str,
+                   payload: Vec<u8>|
+     -> Result<(), String> {
+        unnumbered.push_back(record);
+        client
+            .try_publish(topic, QoS::AtLeastOnce, false, payload)
+            .map_err(|e| format!("publishing: {e}"))
+    };
+
+    loop {
+        tokio::select! {
+            _ = stop.changed() => {
+                let _ = client.try_disconnect();
+                return Ok(());
+            }
+            _ = moved.changed() => {
+                let _ = client.try_disconnect();
+                return Ok(());
+            }
+            event = events.poll() => {
+                match event.map_err(|e| format!("{mqtt}: {e}"))? {
+                    Event::Incoming(Packet::ConnAck(_)) => {
+                        connected = true;
+                        live_from = app.outbox_newest().await.map_err(|e| e.to_string())?;
+                        app.uplink_connected(true, None);
+                        tracing::info!(region = %cloud.region, mqtt, "edge agent: connected to the cloud");
+                        client
+                            .try_subscribe(&login.topics.commands, QoS::AtLeastOnce)
+                            .map_err(|e| format!("subscribing: {e}"))?;
+                        beat.reset_immediately();
+                        look.reset_immediately();
+                    }
+                    Event::Outgoing(Outgoing::Publish(pkid)) => {
+                        if let Some(Some(record)) = unnumbered.pop_front() {
+                            by_pkid.insert(pkid, record);
+                        }
+                    }
+                    Event::Incoming(Packet::PubAck(ack)) => {
+                        if let Some(record) = by_pkid.remove(&ack.pkid)
+                            && let Some(f) = in_flight.get_mut(&record)
+                        {
+                            f.messages -= 1;
+                            if f.messages == 0 {
+                                let points = f.points;
+                                in_flight.remove(&record);
+                                app.outbox_forwarded(&[record], points)
+                                    .await
+                                    .map_err(|e| e.to_string())?;
+                            }
+                        }
+                    }
+                    Event::Incoming(Packet::Publish(p)) if p.topic == login.topics.commands => {
+                        let (app, org, tx) = (app.clone(), org_id.to_string(), answers_tx.clone());
+                        tokio::spawn(async move {
+                            if let Some(answer) = app.edge_command(&org, &p.payload).await {
+                                let _ = tx.send(answer).await;
+                            }
+                        });
+                    }
+                    _ => {}
+                }
+            }
+            Some(answer) = answers.recv() => {
+                publish(&mut unnumbered, None, &login.topics.command_results, answer)?;
+            }
+            _ = beat.tick(), if connected => {
+                publish(&mut unnumbered, None, &login.topics.heartbeat, app.edge_heartbeat())?;
+            }
+            _ = look.tick(), if connected => {
+                let skip: Vec<i64> = in_flight.keys().copied().collect();
+                let mut room = WINDOW.saturating_sub(unnumbered.len() + by_pkid.len());
+                // Live first: what arrived since the connection goes at once.
+                let mut records: Vec<(OutboxRecord, bool)> = Vec::new();
+                if room > 0 {
+                    for r in app
+                        .outbox_next(live_from, None, &skip, room * POINTS_PER_MESSAGE)
+                        .await
+                        .map_err(|e| e.to_string())?
+                    {
+                        records.push((r, true));
+                    }
+                }
+                for (record, _) in &records {
+                    room = room.saturating_sub(record.points.len().div_ceil(POINTS_PER_MESSAGE).max(1));
+                }
+                if room > 0 && live_from > 0 {
+                    for r in app
+                        .outbox_next(0, Some(live_from), &skip, room * POINTS_PER_MESSAGE)
+                        .await
+                        .map_err(|e| e.to_string())?
+                    {
+                        if !bucket.take(r.points.len()) {
+                            break;
+                        }
+                        records.push((r, false));
+                    }
+                }
+                for (record, _live) in records {
+                    if record.points.is_empty() {
+                        // Its series are gone (the organization's data was deleted): nothing to send.
+                        app.outbox_forwarded(&[record.id], 0).await.map_err(|e| e.to_string())?;
+                        continue;
+                    }
+                    let chunks: Vec<&[plantd_model::telemetry::Point]> =
+                        record.points.chunks(POINTS_PER_MESSAGE).collect();
+                    in_flight.insert(record.id, InFlight {
+                        messages: chunks.len(),
+                        points: record.points.len() as u64,
+                    });
+                    for chunk in chunks {
+                        publish(&mut unnumbered, Some(record.id), &login.topics.telemetry, telemetry_payload(chunk))?;
+                    }
+                }
+            }
+        }
+    }
+}
