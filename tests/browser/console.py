@@ -647,8 +647,8 @@ def bi_admin(d):
 def provisioning(d):
     """Provisioning: a CSV with a bad line is refused with the line named and nothing imported;
     the corrected file imports an asset, listed after the page reloads; a QR label's payload
-    provisions another. Returns the browser's severe log entries (the refused import's 400
-    aside)."""
+    provisions another; a scan for devices says what it found. Returns the browser's severe log
+    entries (the refused import's 400 aside)."""
     d.get(BASE + "/provisioning")
     bad = os.path.join(SHOTS, "twinbox_config.csv")
     with open(bad, "w") as f:
@@ -682,6 +682,12 @@ def provisioning(d):
     wait(d, lambda: len(d.find_elements(By.CSS_SELECTOR, "#provisioned tbody tr")) == 2)
     assert "qr" in d.find_elements(By.CSS_SELECTOR, "#provisioned tbody tr")[1].text
     shot(d, "provisioning")
+    # Discovery: a scan of loopback's closed port 1 finds nothing and says so.
+    d.find_element(By.ID, "discover-hosts").send_keys("127.0.0.1")
+    d.find_element(By.ID, "discover-ports").send_keys("1")
+    d.find_element(By.CSS_SELECTOR, "#discover button[type=submit]").click()
+    wait(d, lambda: "0 found among 1 address" in d.find_element(By.CSS_SELECTOR, "#discover output").text)
+    assert not d.find_element(By.ID, "discovered").is_displayed()
     ok("provisioning_page")
     return severe + [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
 

@@ -1,6 +1,7 @@
 // plantd console, provisioning page: a CSV or YAML file imported (multipart to /v1/provisioning/import/csv or
 // yaml, chosen by the file's name), a QR label's payload posted as JSON; a refused import lists each bad line or
-// field, a good one says what it made and the page shows the new list.
+// field, a good one says what it made and the page shows the new list. An admin scans named addresses for devices
+// (/v1/api/discover/scan) and sees what answered.
 (function () {
   'use strict';
   const hook = { imports: 0 };
@@ -54,6 +55,55 @@
       const data = new FormData();
       data.append('file', f, f.name);
       send(file, '/v1/provisioning/import/' + (yaml ? 'yaml' : 'csv'), { body: data, headers: { Accept: 'application/json' } });
+    });
+  }
+
+  // Discovery: the hosts and ports as typed, split on spaces and commas; what answered in a table.
+  const discover = document.getElementById('discover');
+  if (discover) {
+    discover.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      clear(discover);
+      const words = (name) => discover.elements.namedItem(name).value.split(/[\s,]+/).filter((w) => w);
+      const body = { hosts: words('hosts') };
+      const ports = words('ports').map((p) => (/^\d+$/.test(p) ? Number(p) : p));
+      if (ports.length) body.ports = ports;
+      const button = discover.querySelector('button[type="submit"]');
+      button.disabled = true;
+      try {
+        const r = await fetch('/v1/api/discover/scan', {
+          method: 'POST', credentials: 'same-origin', body: JSON.stringify(body),
+          headers: { Accept: 'application/json', 'Content-Type': 'application/json' },
+        });
+        let answer = null;
+        try { answer = await r.json(); } catch (e) { /* not JSON */ }
+        if (!r.ok || !answer) {
+          refused(discover, (answer && answer.error) || { message: 'the scan failed: HTTP ' + r.status });
+          return;
+        }
+        const report = answer.data;
+        hook.scans = (hook.scans || 0) + 1;
+        discover.querySelector('output').textContent = report.found.length + ' found among ' +
+          report.scanned_addresses + ' address' + (report.scanned_addresses === 1 ? '' : 'es') + ' in ' + report.duration_ms + ' ms' +
+          (report.unresolved.length ? ' (not resolved: ' + report.unresolved.join(', ') + ')' : '') + '.';
+        const table = document.getElementById('discovered');
+        const rows = table.querySelector('tbody');
+        rows.textContent = '';
+        for (const f of report.found) {
+          const tr = document.createElement('tr');
+          for (const text of [f.protocol, f.host + ':' + f.port, JSON.stringify(f.identity)]) {
+            const td = document.createElement('td');
+            td.textContent = text;
+            tr.append(td);
+          }
+          rows.append(tr);
+        }
+        table.hidden = report.found.length === 0;
+      } catch (e) {
+        refused(discover, { message: 'cannot reach the server' });
+      } finally {
+        button.disabled = false;
+      }
     });
   }
 

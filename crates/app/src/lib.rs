@@ -25,6 +25,7 @@ mod deliveries;
 pub mod demo;
 pub mod device_channel;
 mod device_seen;
+pub mod discovery;
 pub mod edge_clone;
 pub mod edge_forward;
 pub mod edge_uplink;

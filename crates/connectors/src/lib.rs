@@ -8,6 +8,7 @@
 //! after a delay that doubles from [`BACKOFF_FIRST`] to [`BACKOFF_MAX`].
 
 mod browse;
+pub mod discovery;
 pub mod modbus;
 pub mod mqtt;
 pub mod net;

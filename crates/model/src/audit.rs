@@ -181,6 +181,7 @@ audit_events! {
     EdgeConfigRead => "edge.config_read", System, "edge", Info;
     EdgeEnroll => "edge.enroll", System, "edge", Warning;
     ProvisioningCloudSync => "provisioned_asset.cloud_sync", DataSources, "provisioned_asset", Info;
+    DiscoveryScan => "discovery.scan", DataSources, "discovery", Warning;
     ProvisioningClone => "provisioned_asset.clone", DataSources, "provisioned_asset", Info;
 
     DashboardList => "dashboard.list", Dashboards, "dashboard", Info;

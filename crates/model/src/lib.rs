@@ -7,6 +7,7 @@ pub mod bi;
 pub mod dashboard;
 pub mod data_source;
 pub mod device;
+pub mod discovery;
 pub mod edge_regions;
 pub mod errors;
 pub mod event;

@@ -189,6 +189,27 @@ impl ModbusService {
             Request::ReadHoldingRegisters(a, n) => Response::ReadHoldingRegisters(registers(a, n)?),
             Request::ReadCoils(a, n) => Response::ReadCoils(bits(a, n)?),
             Request::ReadDiscreteInputs(a, n) => Response::ReadDiscreteInputs(bits(a, n)?),
+            // Read Device Identification, basic objects (discovery asks for it).
+            Request::ReadDeviceIdentification(_, _) => {
+                use tokio_modbus::prelude::{
+                    ConformityLevel, DeviceIdObject, ReadCode, ReadDeviceIdentificationResponse,
+                };
+                let object = |id: u8, text: &str| DeviceIdObject {
+                    id,
+                    value: text.as_bytes().to_vec().into(),
+                };
+                Response::ReadDeviceIdentification(ReadDeviceIdentificationResponse {
+                    read_code: ReadCode::Basic,
+                    conformity_level: ConformityLevel::BasicIdentificationStreamOnly,
+                    more_follows: false,
+                    next_object_id: 0,
+                    device_id_objects: vec![
+                        object(0, "plantd"),
+                        object(1, "plantd-sim"),
+                        object(2, env!("CARGO_PKG_VERSION")),
+                    ],
+                })
+            }
             _ => return Err(ExceptionCode::IllegalFunction),
         };
         Ok(served)

@@ -122,6 +122,25 @@ pub(crate) async fn page(
                 }
             }
         }
+        @if browser.may(Scope::Admin) {
+            section {
+                h2 { "Discover devices" }
+                form id="discover" {
+                    label for="discover-hosts" { "Addresses, subnets (/22 or longer) or host names, separated by spaces or commas" }
+                    input id="discover-hosts" name="hosts" type="text" required placeholder="10.0.0.0/24 plc-7.local";
+                    label for="discover-ports" { "TCP ports for Modbus and OPC UA (default 502 and 4840)" }
+                    input id="discover-ports" name="ports" type="text" placeholder="502 5020-5030 4840";
+                    ul class="upload-errors" hidden {}
+                    button type="submit" class="primary" { "Scan" }
+                    p class="form-error" role="alert" {}
+                    output class="result" {}
+                }
+                table class="list" id="discovered" hidden {
+                    thead { tr { th scope="col" { "Protocol" } th scope="col" { "Address" } th scope="col" { "Identity" } } }
+                    tbody {}
+                }
+            }
+        }
     };
     Ok(shell(&browser, body, &["provisioning.js"]))
 }

@@ -59,7 +59,22 @@ pub(crate) fn routes() -> Vec<Route> {
             sync_cloud,
             Policy::scope(WriteAssets, AuditEvent::ProvisioningCloudSync)
         ),
+        route!(discover, Policy::scope(Admin, AuditEvent::DiscoveryScan)),
     ]
+}
+
+/// Probe the addresses named for Modbus TCP (device identification), OPC UA (Hello),
+/// BACnet/IP (Who-Is, UDP 47808) and EtherNet/IP (List Identity, UDP 44818) devices; only
+/// those addresses are touched. Admin only (it sends packets into the plant's network).
+#[utoipa::path(post, path = "/api/discover/scan", tag = "provisioning",
+    request_body = plantd_model::discovery::ScanRequest,
+    responses((status = 200, body = Data<plantd_app::discovery::ScanReport>)))]
+async fn discover(
+    State(state): State<AppState>,
+    _caller: Auth,
+    ValidJson(body): ValidJson<plantd_model::discovery::ScanRequest>,
+) -> ApiResult<Response> {
+    Ok(ok(state.app.discover(body).await?))
 }
 
 /// An import's form (multipart/form-data); the file may also be sent as the whole body.

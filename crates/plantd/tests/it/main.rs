@@ -16,6 +16,7 @@ mod conventions;
 mod crash;
 mod dashboards;
 mod data_sources;
+mod discovery;
 mod edge;
 mod edge_uplink;
 mod fleet;

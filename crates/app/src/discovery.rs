@@ -1,0 +1,149 @@
+//! Network discovery (issue 34, SPEC 4.15 `POST /v1/api/discover/scan`): the addresses a caller
+//! names probed for Modbus TCP, OPC UA, BACnet/IP and EtherNet/IP devices at once (the probes
+//! are `plantd_connectors::discovery`), each answer with what it said of itself and, for the
+//! protocols the edge reads, the fields of an import row.
+
+use futures_util::StreamExt;
+use plantd_connectors::discovery::{self as probe, Found};
+use plantd_model::discovery::{Protocol, ScanRequest, plan};
+use serde::Serialize;
+use serde_json::{Value, json};
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use crate::app::App;
+use crate::error::AppResult;
+
+/// How long a TCP probe may take.
+const TCP_TIMEOUT: Duration = Duration::from_millis(1500);
+/// How long the UDP answers are waited for.
+const UDP_WAIT: Duration = Duration::from_secs(2);
+/// TCP probes at once.
+const AT_ONCE: usize = 64;
+
+/// A device that answered.
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+pub struct Discovered {
+    /// `modbus`, `opcua`, `bacnet` or `ethernet_ip`.
+    pub protocol: &'static str,
+    pub host: String,
+    pub port: u16,
+    /// What the device said of itself (per protocol; docs/api.md).
+    #[schema(value_type = Object)]
+    pub identity: Value,
+    /// For Modbus TCP and OPC UA: `{protocol, host, port}`, the fields of an import row
+    /// (`POST /v1/provisioning/import/yaml`) beside the asset's id, type and sensors; null for
+    /// protocols the edge does not read.
+    #[schema(value_type = Option<Object>)]
+    pub provision: Option<Value>,
+}
+
+/// `POST /v1/api/discover/scan`'s answer.
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+pub struct ScanReport {
+    pub found: Vec<Discovered>,
+    /// Addresses probed (subnets expanded, names resolved).
+    pub scanned_addresses: usize,
+    /// Host names that did not resolve.
+    pub unresolved: Vec<String>,
+    pub duration_ms: u64,
+}
+
+impl From<Found> for Discovered {
+    fn from(f: Found) -> Self {
+        let host = f.host.to_string();
+        let provision = matches!(f.protocol, "modbus" | "opcua")
+            .then(|| json!({"protocol": f.protocol, "host": host, "port": f.port}));
+        Self {
+            protocol: f.protocol,
+            host,
+            port: f.port,
+            identity: f.identity,
+            provision,
+        }
+    }
+}
+
+impl App {
+    /// Probes what the request names, every protocol at once.
+    pub async fn discover(&self, req: ScanRequest) -> AppResult<ScanReport> {
+        let plan = plan(&req)?;
+        let started = Instant::now();
+        let mut addresses = plan.addresses.clone();
+        let mut unresolved = Vec::new();
+        for name in &plan.names {
+            match tokio::net::lookup_host((name.as_str(), 0)).await {
+                Ok(mut found) => match found.next() {
+                    Some(a) => addresses.push(a.ip()),
+                    None => unresolved.push(name.clone()),
+                },
+                Err(_) => unresolved.push(name.clone()),
+            }
+        }
+        addresses.sort();
+        addresses.dedup();
+        let mut tcp: Vec<(Protocol, SocketAddr)> = Vec::new();
+        for p in [Protocol::Modbus, Protocol::Opcua] {
+            if plan.protocols.contains(&p) {
+                for port in plan.ports_of(p) {
+                    tcp.extend(addresses.iter().map(|a| (p, SocketAddr::new(*a, port))));
+                }
+            }
+        }
+        let tcp_found = futures_util::stream::iter(tcp)
+            .map(|(p, addr)| async move {
+                match p {
+                    Protocol::Modbus => probe::modbus(addr, TCP_TIMEOUT).await,
+                    _ => probe::opcua(addr, TCP_TIMEOUT).await,
+                }
+            })
+            .buffer_unordered(AT_ONCE)
+            .filter_map(|f| async move { f })
+            .collect::<Vec<Found>>();
+        let udp = |p: Protocol| {
+            let addresses: Vec<IpAddr> = addresses.clone();
+            let wanted = plan.protocols.contains(&p);
+            async move {
+                if !wanted {
+                    return Ok(Vec::new());
+                }
+                match p {
+                    Protocol::Bacnet => {
+                        probe::udp_probe(
+                            &addresses,
+                            probe::BACNET_PORT,
+                            &probe::who_is(),
+                            UDP_WAIT,
+                            "bacnet",
+                            probe::parse_i_am,
+                        )
+                        .await
+                    }
+                    _ => {
+                        probe::udp_probe(
+                            &addresses,
+                            probe::ENIP_PORT,
+                            &probe::list_identity(),
+                            UDP_WAIT,
+                            "ethernet_ip",
+                            probe::parse_list_identity,
+                        )
+                        .await
+                    }
+                }
+            }
+        };
+        let (mut found, bacnet, enip) =
+            tokio::join!(tcp_found, udp(Protocol::Bacnet), udp(Protocol::EthernetIp));
+        for answers in [bacnet, enip] {
+            found.extend(answers.map_err(|e| crate::error::AppError::internal("discovery", e))?);
+        }
+        found.sort_by(|a, b| (a.host, a.protocol, a.port).cmp(&(b.host, b.protocol, b.port)));
+        Ok(ScanReport {
+            found: found.into_iter().map(Discovered::from).collect(),
+            scanned_addresses: addresses.len(),
+            unresolved,
+            duration_ms: started.elapsed().as_millis() as u64,
+        })
+    }
+}

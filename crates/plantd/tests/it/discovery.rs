@@ -1,0 +1,148 @@
+//! Network discovery (issue 34, `POST /v1/api/discover/scan`): the simulator (a child process)
+//! is found over Modbus TCP (its device identification) and OPC UA (Hello), with what one more
+//! call needs to provision it; an independent BACnet/IP device (bacpypes3) answers Who-Is and
+//! an independent EtherNet/IP adapter (cpppo) List Identity; bad requests are named; admin only.
+
+use crate::connectors::start_sim;
+use plantd_model::Scope;
+use plantd_test_support::{ServerProcess, spawn_app, wait_for};
+use serde_json::{Value, json};
+
+fn interop(script: &str) -> String {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/interop")
+        .join(script)
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scan_finds_the_simulator_and_independent_devices() {
+    let app = spawn_app().await;
+    let k = app.admin_key.clone();
+    let path = "/api/discover/scan";
+
+    // Refusals: each bad entry named; a key without admin refused.
+    let r = app
+        .post(
+            path,
+            &k,
+            json!({"hosts": ["10.0.0.0/16", "bad host"], "ports": [0], "protocols": ["snmp"]}),
+        )
+        .await
+        .expect(400);
+    let fields: Vec<&str> = r.json["error"]["details"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(fields, ["hosts[0]", "hosts[1]", "ports[0]", "protocols[0]"]);
+    app.post(path, &k, json!({"ports": [502]}))
+        .await
+        .expect(400);
+    let writer = app.key(&[Scope::WriteAssets]).await;
+    app.post(path, &writer, json!({"hosts": ["127.0.0.1"]}))
+        .await
+        .expect(403);
+
+    // The simulator: Modbus TCP with its identification, OPC UA by its Hello.
+    let sim = start_sim("discovery", 0, 0);
+    let (m, o) = (sim.modbus_port, sim.opcua_port);
+    let r = app
+        .post(
+            path,
+            &k,
+            json!({"hosts": ["127.0.0.1"], "ports": [m, o], "protocols": ["modbus", "opcua"]}),
+        )
+        .await
+        .expect(200);
+    let found = r.json["data"]["found"].as_array().unwrap().clone();
+    assert_eq!(found.len(), 2, "{}", r.text);
+    let modbus = found.iter().find(|f| f["protocol"] == "modbus").unwrap();
+    assert_eq!(modbus["port"], m);
+    assert_eq!(modbus["identity"]["vendor_name"], "plantd");
+    assert_eq!(modbus["identity"]["product_code"], "plantd-sim");
+    let opcua = found.iter().find(|f| f["protocol"] == "opcua").unwrap();
+    assert_eq!(opcua["port"], o);
+    assert_eq!(opcua["identity"]["acknowledged"], true);
+    assert_eq!(r.json["data"]["scanned_addresses"], 1);
+    // One more call provisions it: the row is the discovery's, plus id, type and sensors.
+    let row = modbus["provision"].clone();
+    let r = app
+        .post("/provisioning/import/qr", &k, json!({"id": "Found_Pump", "t": "centrifugal_pump",
+              "h": row["host"], "o": row["port"], "p": row["protocol"], "s": [{"n": "Flow_Rate", "a": 14}]}))
+        .await
+        .expect(200);
+    assert_eq!(r.json["data"]["imported"], 1);
+    // Nothing answers on a closed port.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let r = app
+        .post(
+            path,
+            &k,
+            json!({"hosts": ["127.0.0.1"], "ports": [closed], "protocols": ["modbus"]}),
+        )
+        .await
+        .expect(200);
+    assert_eq!(r.json["data"]["found"], json!([]));
+    sim.stop();
+
+    // Independent responders from PyPI.
+    let Some(python) = plantd_test_support::peer(
+        "PLANTD_TEST_PYTHON_DISCOVERY",
+        "to a python3 with bacpypes3 and cpppo installed",
+    ) else {
+        return;
+    };
+    let mut bacnet = ServerProcess::launch(
+        &python,
+        &[&interop("bacnet_device.py"), "127.0.0.2/8:47808", "599"],
+        "ready",
+    );
+    let mut enip = ServerProcess::launch(
+        &python,
+        &[&interop("enip_adapter.py"), "127.0.0.1:44818"],
+        "ready",
+    );
+    let found = wait_for("the BACnet device and the EtherNet/IP adapter", 60, || async {
+        let r = app
+            .post(
+                path,
+                &k,
+                json!({"hosts": ["127.0.0.1", "127.0.0.2"], "protocols": ["bacnet", "ethernet_ip"]}),
+            )
+            .await
+            .expect(200);
+        let found = r.json["data"]["found"].as_array().unwrap().clone();
+        (found.len() == 2).then_some(found)
+    })
+    .await;
+    let of = |p: &str| -> Value { found.iter().find(|f| f["protocol"] == p).unwrap().clone() };
+    let b = of("bacnet");
+    assert_eq!(
+        (b["host"].as_str(), b["port"].as_u64()),
+        (Some("127.0.0.2"), Some(47808))
+    );
+    assert_eq!(b["identity"]["device_instance"], 599);
+    assert_eq!(b["provision"], Value::Null);
+    let e = of("ethernet_ip");
+    assert_eq!(
+        (e["host"].as_str(), e["port"].as_u64()),
+        (Some("127.0.0.1"), Some(44818))
+    );
+    assert!(
+        e["identity"]["product_name"]
+            .as_str()
+            .unwrap()
+            .contains("1756"),
+        "{e}"
+    );
+    bacnet.stop("KILL");
+    enip.stop("KILL");
+}
