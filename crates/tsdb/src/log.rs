@@ -170,13 +170,22 @@ pub(crate) async fn delete(conn: &mut AnyConnection, sqlite: bool, ids: &[i64]) 
                 placeholders(sqlite, chunk.len())
             )
         });
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for id in chunk {
-            q = q.bind(*id);
-        }
-        q.execute(&mut *conn).await?;
+        bind_ids(sqlx::query(sqlx::AssertSqlSafe(sql)), chunk)
+            .execute(&mut *conn)
+            .await?;
     }
     Ok(())
+}
+
+/// A statement with `ids` bound to its placeholders, in order.
+pub(crate) fn bind_ids<'q>(
+    mut q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>,
+    ids: &'q [i64],
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments> {
+    for id in ids {
+        q = q.bind(*id);
+    }
+    q
 }
 
 /// The points the log holds and its newest id (0 when empty).

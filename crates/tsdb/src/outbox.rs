@@ -11,7 +11,7 @@ use sqlx::{AnyConnection, Row};
 use std::collections::HashMap;
 
 use crate::error::Result;
-use crate::log::{RawPoint, decode, placeholders};
+use crate::log::{RawPoint, bind_ids, decode, placeholders};
 
 /// Ids per statement that reads series names or deletes records.
 const IDS_PER_STATEMENT: usize = 500;
@@ -95,11 +95,10 @@ pub(crate) async fn oldest(
             "SELECT id, org_id, created_at, data FROM telemetry_outbox WHERE id IN ({}) ORDER BY id",
             placeholders(sqlite, chunk.len())
         );
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for id in chunk {
-            q = q.bind(*id);
-        }
-        for r in q.fetch_all(pool).await? {
+        for r in bind_ids(sqlx::query(sqlx::AssertSqlSafe(sql)), chunk)
+            .fetch_all(pool)
+            .await?
+        {
             let mut rows = Vec::new();
             decode(&r.try_get::<Vec<u8>, _>("data")?, &mut rows)?;
             raw.push((
@@ -153,11 +152,10 @@ async fn series_names(
             "SELECT id, asset_id, tag_name FROM telemetry_series WHERE id IN ({})",
             placeholders(sqlite, chunk.len())
         );
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for id in chunk {
-            q = q.bind(*id);
-        }
-        for r in q.fetch_all(pool).await? {
+        for r in bind_ids(sqlx::query(sqlx::AssertSqlSafe(sql)), chunk)
+            .fetch_all(pool)
+            .await?
+        {
             out.insert(
                 r.try_get("id")?,
                 (r.try_get("asset_id")?, r.try_get("tag_name")?),
@@ -175,11 +173,9 @@ pub(crate) async fn delete(conn: &mut AnyConnection, sqlite: bool, ids: &[i64]) 
             "DELETE FROM telemetry_outbox WHERE id IN ({})",
             placeholders(sqlite, chunk.len())
         );
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for id in chunk {
-            q = q.bind(*id);
-        }
-        q.execute(&mut *conn).await?;
+        bind_ids(sqlx::query(sqlx::AssertSqlSafe(sql)), chunk)
+            .execute(&mut *conn)
+            .await?;
     }
     Ok(())
 }

@@ -330,6 +330,22 @@ pub(crate) fn start_agent_with_env(
     (agent, key.trim().to_string())
 }
 
+/// A one-use enrollment token of `cloud`.
+pub(crate) async fn enrollment_token(cloud: &TestApp) -> String {
+    cloud
+        .post(
+            "/fleet/enrollment/token",
+            &cloud.admin_key,
+            json!({"max_uses": 1}),
+        )
+        .await
+        .expect(201)
+        .json["data"]["token"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 pub(crate) async fn agent_get(base: &str, key: &str, path: &str) -> Value {
     let r = reqwest::Client::new()
         .get(format!("{base}/v1{path}"))
@@ -548,14 +564,7 @@ async fn an_enrolled_agent_syncs_its_assets_from_the_cloud() {
     let cloud = spawn_app().await;
     let k = cloud.admin_key.clone();
     let root = format!("http://{}", cloud.addr);
-    let token = cloud
-        .post("/fleet/enrollment/token", &k, json!({"max_uses": 1}))
-        .await
-        .expect(201)
-        .json["data"]["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let token = enrollment_token(&cloud).await;
     let dir = plantd_test_support::temp_dir("edge-enroll");
     let d = dir.to_str().unwrap().to_string();
     let (mut agent, ek) = start_agent(&d, &["--enroll", &token, "--cloud", &root]);

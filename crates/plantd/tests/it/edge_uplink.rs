@@ -6,7 +6,7 @@
 //! sides are equal, asset by asset.
 
 use crate::connectors::start_sim;
-use crate::edge::{agent_get, start_agent_with_env};
+use crate::edge::{agent_get, enrollment_token, start_agent_with_env};
 use plantd_model::Timestamp;
 use plantd_test_support::relay::Relay;
 use plantd_test_support::{TestApp, spawn_app, wait_for};
@@ -66,14 +66,7 @@ async fn an_agent_forwards_over_mqtt_and_loses_nothing_while_its_cloud_is_away()
     // The agent reaches the cloud through relays that the test cuts: the cloud is away.
     let api = Relay::start(cloud.addr.to_string()).await;
     let mqtt = Relay::start(channel.local_addr.unwrap().to_string()).await;
-    let token = cloud
-        .post("/fleet/enrollment/token", &k, json!({"max_uses": 1}))
-        .await
-        .expect(201)
-        .json["data"]["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let token = enrollment_token(&cloud).await;
     let sim = start_sim("edge-uplink", 0, 0);
     let dir = plantd_test_support::temp_dir("edge-uplink");
     let config = dir.join("plantd.toml");
@@ -324,14 +317,7 @@ async fn an_agent_fails_over_to_the_region_that_took_its_organization() {
     let east_mqtt = channel(&east, me).await;
     let _west_mqtt = channel(&west, mw).await;
     let (k, org) = (east.admin_key.clone(), east.org_id.clone());
-    let token = east
-        .post("/fleet/enrollment/token", &k, json!({"max_uses": 1}))
-        .await
-        .expect(201)
-        .json["data"]["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let token = enrollment_token(&east).await;
     let dir = plantd_test_support::temp_dir("edge-failover");
     let config = dir.join("plantd.toml");
     std::fs::write(
