@@ -105,7 +105,7 @@ impl EdgeRegions {
                         .find(|k| k.api == enrolled)
                         .and_then(|k| k.mqtt.clone())
                 }),
-            latency_ms: None,
+            latency_ms: primary.and_then(find).and_then(|k| k.latency_ms),
         };
         let mut order = vec![primary_cloud];
         if self.failover.is_empty() {
@@ -305,5 +305,9 @@ mod tests {
         };
         let o = s.order(&known, Some("us-east"), "http://east", None);
         assert_eq!(o[1].region, "eu-central");
+        // The primary keeps its measured round trip too.
+        known[0].latency_ms = Some(3.0);
+        let o = s.order(&known, Some("us-east"), "http://east", None);
+        assert_eq!(o[0].latency_ms, Some(3.0));
     }
 }
