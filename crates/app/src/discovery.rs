@@ -8,7 +8,7 @@ use plantd_connectors::discovery::{self as probe, Found};
 use plantd_model::discovery::{Protocol, ScanRequest, plan};
 use serde::Serialize;
 use serde_json::{Value, json};
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use crate::app::App;
@@ -24,8 +24,7 @@ const AT_ONCE: usize = 64;
 /// A device that answered.
 #[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct Discovered {
-    /// `modbus`, `opcua`, `bacnet` or `ethernet_ip`.
-    pub protocol: &'static str,
+    pub protocol: Protocol,
     pub host: String,
     pub port: u16,
     /// What the device said of itself (per protocol; docs/api.md).
@@ -52,8 +51,8 @@ pub struct ScanReport {
 impl From<Found> for Discovered {
     fn from(f: Found) -> Self {
         let host = f.host.to_string();
-        let provision = matches!(f.protocol, "modbus" | "opcua")
-            .then(|| json!({"protocol": f.protocol, "host": host, "port": f.port}));
+        let provision = matches!(f.protocol, Protocol::Modbus | Protocol::Opcua)
+            .then(|| json!({"protocol": f.protocol.as_str(), "host": host, "port": f.port}));
         Self {
             protocol: f.protocol,
             host,
@@ -101,35 +100,13 @@ impl App {
             .filter_map(|f| async move { f })
             .collect::<Vec<Found>>();
         let udp = |p: Protocol| {
-            let addresses: Vec<IpAddr> = addresses.clone();
             let wanted = plan.protocols.contains(&p);
+            let addresses = &addresses;
             async move {
-                if !wanted {
-                    return Ok(Vec::new());
-                }
-                match p {
-                    Protocol::Bacnet => {
-                        probe::udp_probe(
-                            &addresses,
-                            probe::BACNET_PORT,
-                            &probe::who_is(),
-                            UDP_WAIT,
-                            "bacnet",
-                            probe::parse_i_am,
-                        )
-                        .await
-                    }
-                    _ => {
-                        probe::udp_probe(
-                            &addresses,
-                            probe::ENIP_PORT,
-                            &probe::list_identity(),
-                            UDP_WAIT,
-                            "ethernet_ip",
-                            probe::parse_list_identity,
-                        )
-                        .await
-                    }
+                if wanted {
+                    probe::udp_probe(addresses, p, UDP_WAIT).await
+                } else {
+                    Ok(Vec::new())
                 }
             }
         };
@@ -138,7 +115,7 @@ impl App {
         for answers in [bacnet, enip] {
             found.extend(answers.map_err(|e| crate::error::AppError::internal("discovery", e))?);
         }
-        found.sort_by(|a, b| (a.host, a.protocol, a.port).cmp(&(b.host, b.protocol, b.port)));
+        found.sort_by_key(|f| (f.host, f.protocol.as_str(), f.port));
         Ok(ScanReport {
             found: found.into_iter().map(Discovered::from).collect(),
             scanned_addresses: addresses.len(),

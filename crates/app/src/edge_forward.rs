@@ -7,6 +7,7 @@ use plantd_model::Timestamp;
 use plantd_model::device::DeviceTopics;
 use plantd_model::edge_regions::RegionalCloud;
 use plantd_model::telemetry::{Point, Quality};
+use plantd_store::Uplink;
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -61,32 +62,37 @@ pub fn telemetry_payload(points: &[Point]) -> Vec<u8> {
 }
 
 impl App {
-    /// The enrollment's login, once the agent enrolled.
-    pub async fn uplink_login(&self, org_id: &str) -> AppResult<Option<UplinkLogin>> {
-        Ok(self.store().uplink(org_id).await?.map(|u| UplinkLogin {
-            topics: DeviceTopics::of(&u.device_id),
-            device_id: u.device_id,
-            password: u.password,
+    /// The agent's way to its cloud, once it enrolled: its login and its regional clouds in
+    /// order (one read of the enrollment).
+    pub async fn uplink_route(
+        &self,
+        org_id: &str,
+    ) -> AppResult<Option<(UplinkLogin, Vec<RegionalCloud>)>> {
+        Ok(self.store().uplink(org_id).await?.map(|u| {
+            let regions = self.regions_of(&u);
+            let login = UplinkLogin {
+                topics: DeviceTopics::of(&u.device_id),
+                device_id: u.device_id,
+                password: u.password,
+            };
+            (login, regions)
         }))
     }
 
-    /// The regional clouds the agent forwards to, in order: its primary, then its failover
-    /// list (docs/api.md, "Edge regions"). Empty before it enrolls.
-    pub async fn uplink_regions(&self, org_id: &str) -> AppResult<Vec<RegionalCloud>> {
-        let Some(u) = self.store().uplink(org_id).await? else {
-            return Ok(Vec::new());
+    /// The regional clouds an enrollment forwards to, in order: its primary, then its failover
+    /// list (docs/api.md, "Edge regions"); none on an instance that is not an edge agent.
+    pub(crate) fn regions_of(&self, u: &Uplink) -> Vec<RegionalCloud> {
+        let Some(edge) = self.config().edge.as_ref() else {
+            return Vec::new();
         };
         let known: Vec<RegionalCloud> =
             serde_json::from_value(u.regions["known"].clone()).unwrap_or_default();
-        let Some(edge) = self.config().edge.as_ref() else {
-            return Ok(Vec::new());
-        };
-        Ok(edge.regions.order(
+        edge.regions.order(
             &known,
             u.regions["current"].as_str(),
             &u.cloud_url,
             edge.mqtt_url.as_deref(),
-        ))
+        )
     }
 
     /// One health check of a regional cloud for this device: the region answers within 5 s and

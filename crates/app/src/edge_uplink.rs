@@ -119,7 +119,7 @@ impl App {
             "edge configuration (this instance is not an edge agent: `plantd edge`)",
         ))?;
         let r = &self.config().retention;
-        let cloud = self.cloud_link(org_id).await?;
+        let uplink = self.store().uplink(org_id).await?;
         Ok(EdgeConfigView {
             mode: edge.mode,
             retention: EdgeRetention {
@@ -130,9 +130,12 @@ impl App {
                 ml_predictions_days: edge.ml_predictions_days,
                 alert_history_days: edge.alert_history_days,
             },
-            cloud: cloud.clone(),
-            regions: self.uplink_regions(org_id).await?,
-            forwarding: match cloud {
+            cloud: uplink.as_ref().map(CloudLink::from),
+            regions: uplink
+                .as_ref()
+                .map(|u| self.regions_of(u))
+                .unwrap_or_default(),
+            forwarding: match uplink {
                 Some(_) => Some(self.forwarding_view().await?),
                 None => None,
             },
@@ -264,7 +267,7 @@ impl App {
 
     /// What the cloud at `url` says of its regions (`GET /api/v1/regions`): the one it answers
     /// from (`current`) and each served region's root and MQTT address, with the round trip of
-    /// the round trip of asking each region; `{}` when it does not say.
+    /// asking each region; `{}` when it does not say.
     async fn learn_regions(&self, url: &str) -> Value {
         let call = self.regional().http().get(format!("{url}/api/v1/regions"));
         let Ok(answer) = ask_cloud(call, url, "the region list").await else {
@@ -281,10 +284,7 @@ impl App {
             }
             let mut cloud = plantd_model::edge_regions::RegionalCloud {
                 region: r["id"].as_str().unwrap_or_default().to_string(),
-                api: api
-                    .trim_end_matches('/')
-                    .trim_end_matches("/v1")
-                    .to_string(),
+                api: plantd_model::edge_regions::api_root(api),
                 mqtt: r["endpoints"]["mqtt"].as_str().map(str::to_string),
                 latency_ms: None,
             };

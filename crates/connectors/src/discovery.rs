@@ -15,6 +15,7 @@
 //! The two UDP requests are a few fixed bytes each and their answers are decoded here (as the
 //! issue's stack notes say: raw UDP, no crate exists for either that fits).
 
+use plantd_model::discovery::Protocol;
 use serde_json::{Value, json};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -30,7 +31,7 @@ pub const ENIP_PORT: u16 = 44818;
 /// Something that answered.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Found {
-    pub protocol: &'static str,
+    pub protocol: Protocol,
     pub host: IpAddr,
     pub port: u16,
     pub identity: Value,
@@ -72,7 +73,7 @@ pub async fn modbus(addr: SocketAddr, timeout: Duration) -> Option<Found> {
         Err(_) => return None,
     };
     Some(Found {
-        protocol: "modbus",
+        protocol: Protocol::Modbus,
         host: addr.ip(),
         port: addr.port(),
         identity,
@@ -118,7 +119,7 @@ pub async fn opcua(addr: SocketAddr, timeout: Duration) -> Option<Found> {
     };
     let identity = tokio::time::timeout(timeout, exchange).await.ok()??;
     Some(Found {
-        protocol: "opcua",
+        protocol: Protocol::Opcua,
         host: addr.ip(),
         port: addr.port(),
         identity,
@@ -217,7 +218,7 @@ pub fn parse_list_identity(packet: &[u8]) -> Option<Value> {
     }
     // Item: type 0x0C, length, then the identity.
     let item = data.get(2..)?;
-    if u16::from_le_bytes([item[0], item[1]]) != 0x0c {
+    if item.get(..2)? != [0x0c, 0x00] {
         return None;
     }
     let id = item.get(4..)?;
@@ -244,22 +245,34 @@ pub fn parse_list_identity(packet: &[u8]) -> Option<Value> {
     }))
 }
 
-/// Sends `request` to `port` of every host from one UDP socket and decodes what comes back
-/// within `wait` with `parse`; one answer per address.
+/// The UDP probe of `protocol`: its port, its request and how its answer is read (none for
+/// the TCP protocols).
+type UdpProbe = (u16, Vec<u8>, fn(&[u8]) -> Option<Value>);
+
+fn udp_probe_of(protocol: Protocol) -> Option<UdpProbe> {
+    match protocol {
+        Protocol::Bacnet => Some((BACNET_PORT, who_is().to_vec(), parse_i_am)),
+        Protocol::EthernetIp => Some((ENIP_PORT, list_identity().to_vec(), parse_list_identity)),
+        Protocol::Modbus | Protocol::Opcua => None,
+    }
+}
+
+/// Sends `protocol`'s UDP request to every host from one UDP socket and decodes what comes
+/// back within `wait`; one answer per address. Nothing for a TCP protocol.
 pub async fn udp_probe(
     hosts: &[IpAddr],
-    port: u16,
-    request: &[u8],
+    protocol: Protocol,
     wait: Duration,
-    protocol: &'static str,
-    parse: fn(&[u8]) -> Option<Value>,
 ) -> Result<Vec<Found>, String> {
+    let Some((port, request, parse)) = udp_probe_of(protocol) else {
+        return Ok(Vec::new());
+    };
     let socket = UdpSocket::bind("0.0.0.0:0")
         .await
         .map_err(|e| format!("cannot open a UDP socket: {e}"))?;
     for h in hosts {
         // An address that cannot be reached is no answer, not a failure of the scan.
-        let _ = socket.send_to(request, SocketAddr::new(*h, port)).await;
+        let _ = socket.send_to(&request, SocketAddr::new(*h, port)).await;
     }
     let mut found: Vec<Found> = Vec::new();
     let mut buf = vec![0u8; 1500];
@@ -316,6 +329,13 @@ mod tests {
         assert_eq!(id["product_name"], "1756-L61/B LOGIX5561");
         assert_eq!(id["state"], 255);
         assert_eq!(parse_list_identity(&list_identity()), None);
+        // Cut short anywhere, an answer is no answer (never a panic).
+        for n in 0..answer.len() - 1 {
+            assert_eq!(parse_list_identity(&answer[..n]), None, "{n}");
+        }
+        for n in 0..i_am.len() {
+            assert_eq!(parse_i_am(&i_am[..n]), None, "{n}");
+        }
         let hello = opcua_hello("opc.tcp://h:4840/");
         assert_eq!(&hello[..4], b"HELF");
         assert_eq!(

@@ -70,6 +70,14 @@ pub struct RegionalCloud {
     pub latency_ms: Option<f64>,
 }
 
+/// A cloud's root address as the agent keeps it: without a trailing `/` or `/v1` (the API
+/// address a region list gives, or one a person typed).
+pub fn api_root(url: &str) -> String {
+    url.trim_end_matches('/')
+        .trim_end_matches("/v1")
+        .to_string()
+}
+
 impl EdgeRegions {
     /// The order the agent tries its regional clouds in: the primary first, then the failover
     /// list. `known` is what the cloud said of its served regions (its `current` region named
@@ -309,5 +317,10 @@ mod tests {
         known[0].latency_ms = Some(3.0);
         let o = s.order(&known, Some("us-east"), "http://east", None);
         assert_eq!(o[0].latency_ms, Some(3.0));
+        assert_eq!(
+            api_root("https://cloud.example/v1/"),
+            "https://cloud.example"
+        );
+        assert_eq!(api_root("https://cloud.example"), "https://cloud.example");
     }
 }

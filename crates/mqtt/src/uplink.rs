@@ -46,11 +46,8 @@ async fn run(app: App, org_id: String, mut stop: watch::Receiver<bool>) {
         if *stop.borrow() {
             break;
         }
-        let (order, login) = match (
-            app.uplink_regions(&org_id).await,
-            app.uplink_login(&org_id).await,
-        ) {
-            (Ok(order), Ok(Some(login))) if !order.is_empty() => (order, login),
+        let (login, order) = match app.uplink_route(&org_id).await {
+            Ok(Some((login, order))) if !order.is_empty() => (login, order),
             _ => {
                 // Not enrolled yet (or the database is busy): look again.
                 tokio::select! {
@@ -278,17 +275,14 @@ async fn session(
                 let skip: Vec<i64> = in_flight.keys().copied().collect();
                 let mut room = WINDOW.saturating_sub(unnumbered.len() + by_pkid.len());
                 // Live first: what arrived since the connection goes at once.
-                let mut records: Vec<(OutboxRecord, bool)> = Vec::new();
+                let mut records: Vec<OutboxRecord> = Vec::new();
                 if room > 0 {
-                    for r in app
+                    records = app
                         .outbox_next(live_from, None, &skip, room * POINTS_PER_MESSAGE)
                         .await
-                        .map_err(|e| e.to_string())?
-                    {
-                        records.push((r, true));
-                    }
+                        .map_err(|e| e.to_string())?;
                 }
-                for (record, _) in &records {
+                for record in &records {
                     room = room.saturating_sub(record.points.len().div_ceil(POINTS_PER_MESSAGE).max(1));
                 }
                 if room > 0 && live_from > 0 {
@@ -300,10 +294,10 @@ async fn session(
                         if !bucket.take(r.points.len()) {
                             break;
                         }
-                        records.push((r, false));
+                        records.push(r);
                     }
                 }
-                for (record, _live) in records {
+                for record in records {
                     if record.points.is_empty() {
                         // Its series are gone (the organization's data was deleted): nothing to send.
                         app.outbox_forwarded(&[record.id], 0).await.map_err(|e| e.to_string())?;

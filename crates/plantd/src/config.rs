@@ -108,7 +108,7 @@ fn edge_regions(
         r.region = Some(region("PLANTD_REGION", &v)?);
     }
     if let Some(v) = set("PLANTD_API_URL") {
-        let root = v.trim_end_matches('/').trim_end_matches("/v1").to_string();
+        let root = plantd_model::edge_regions::api_root(&v);
         if !(root.starts_with("http://") || root.starts_with("https://")) {
             bail!("PLANTD_API_URL must be the cloud's http:// or https:// address");
         }

@@ -152,7 +152,7 @@ pub(crate) async fn oldest(
 }
 
 /// Ids per statement that reads or deletes records.
-const IDS_PER_STATEMENT: usize = 500;
+pub(crate) const IDS_PER_STATEMENT: usize = 500;
 
 pub(crate) fn placeholders(sqlite: bool, n: usize) -> String {
     (1..=n)

@@ -11,10 +11,7 @@ use sqlx::{AnyConnection, Row};
 use std::collections::HashMap;
 
 use crate::error::Result;
-use crate::log::{RawPoint, bind_ids, decode, placeholders};
-
-/// Ids per statement that reads series names or deletes records.
-const IDS_PER_STATEMENT: usize = 500;
+use crate::log::{IDS_PER_STATEMENT, RawPoint, bind_ids, decode, placeholders};
 
 /// A batch waiting to be forwarded.
 #[derive(Clone, Debug)]

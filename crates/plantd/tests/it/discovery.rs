@@ -32,13 +32,10 @@ async fn a_scan_finds_the_simulator_and_independent_devices() {
         )
         .await
         .expect(400);
-    let fields: Vec<&str> = r.json["error"]["details"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d["field"].as_str().unwrap())
-        .collect();
-    assert_eq!(fields, ["hosts[0]", "hosts[1]", "ports[0]", "protocols[0]"]);
+    assert_eq!(
+        crate::edge::fields(&r.json),
+        ["hosts[0]", "hosts[1]", "ports[0]", "protocols[0]"]
+    );
     app.post(path, &k, json!({"ports": [502]}))
         .await
         .expect(400);

@@ -9,7 +9,7 @@ use plantd_test_support::{TestApp, spawn_app, wait_for};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-fn fields(body: &Value) -> Vec<String> {
+pub(crate) fn fields(body: &Value) -> Vec<String> {
     body["error"]["details"]
         .as_array()
         .unwrap()
