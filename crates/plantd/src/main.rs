@@ -19,6 +19,11 @@ use std::process::ExitCode;
 
 use config::{FileConfig, ServeConfig, StorageConfig};
 
+/// jemalloc rather than the C library's allocator (Cargo.toml says why).
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[derive(Parser)]
 #[command(
     name = "plantd",

@@ -37,7 +37,7 @@ impl Store {
             format!("{url}?mode=rwc")
         };
         let pool = match backend {
-            Backend::Sqlite => sqlite_pool(&sqlite_url, 8).await?,
+            Backend::Sqlite => sqlite_pool(&sqlite_url, 8, READ_CACHE_KIB).await?,
             Backend::Postgres => {
                 AnyPoolOptions::new()
                     .acquire_timeout(Duration::from_secs(10))
@@ -72,7 +72,7 @@ impl Store {
         // since its last transaction, so writes spread over the pool each began with a cold
         // cache (hundreds of page reads before a group's first row).
         let writer = match backend {
-            Backend::Sqlite => Some(sqlite_pool(&sqlite_url, 1).await?),
+            Backend::Sqlite => Some(sqlite_pool(&sqlite_url, 1, WRITE_CACHE_KIB).await?),
             Backend::Postgres => None,
         };
         Ok(Self {
@@ -144,20 +144,31 @@ impl Store {
     }
 }
 
-/// A pool of SQLite connections to `url` with this project's settings.
-async fn sqlite_pool(url: &str, connections: u32) -> Result<sqlx::AnyPool> {
+/// SQLite's page cache of each read connection (its default, 2 MiB).
+const READ_CACHE_KIB: u32 = 2_048;
+/// SQLite's page cache of the write connection: every write of the process goes through it, and
+/// at 100,000 series a telemetry flush touches rollup and block pages all over the file; with
+/// the default 2 MiB most of them were read again from the file system on every flush (a
+/// third of the writer's time, docs/benchmarks.md "Telemetry at plant scale"). Filled only as
+/// pages are used.
+const WRITE_CACHE_KIB: u32 = 65_536;
+
+/// A pool of SQLite connections to `url` with this project's settings, each with a page cache
+/// of `cache_kib`.
+async fn sqlite_pool(url: &str, connections: u32, cache_kib: u32) -> Result<sqlx::AnyPool> {
     Ok(AnyPoolOptions::new()
         .acquire_timeout(Duration::from_secs(10))
         .max_connections(connections)
-        .after_connect(|conn, _| {
+        .after_connect(move |conn, _| {
             Box::pin(async move {
                 // WAL lets readers run beside the writer and operator commands run beside the
                 // server; synchronous=FULL makes every commit durable.
-                sqlx::raw_sql(
+                let pragmas = format!(
                     "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; \
-                     PRAGMA busy_timeout=10000; PRAGMA foreign_keys=ON;",
-                )
-                .execute(conn)
+                     PRAGMA busy_timeout=10000; PRAGMA foreign_keys=ON; PRAGMA cache_size=-{cache_kib};"
+                );
+                sqlx::raw_sql(sqlx::AssertSqlSafe(pragmas))
+                    .execute(conn)
                 .await?;
                 Ok(())
             })

@@ -15,7 +15,7 @@ use crate::sql::{Statement, cached_sql, value_rows};
 
 /// Series created per statement (4 parameters each).
 const SERIES_PER_STATEMENT: usize = 250;
-use crate::state::{SeriesEntry, SeriesIds, SeriesKey, Shared};
+use crate::state::{AssetSeries, SeriesEntry, SeriesIds, SeriesKey, Shared};
 use std::sync::Arc;
 use tokio::sync::oneshot;
 
@@ -139,9 +139,10 @@ impl Shared {
     fn rows_from_cache(&self, org_id: &str, points: &[Point]) -> Option<Vec<RawPoint>> {
         let series = self.series.lock().unwrap_or_else(|p| p.into_inner());
         let of_org = series.of_org(org_id)?;
-        let mut buf = Vec::new();
         let mut rows = Vec::with_capacity(points.len());
         let mut last: Option<(&Point, i64)> = None;
+        // The asset of the points going by, and its series.
+        let mut asset: Option<(&str, &AssetSeries)> = None;
         for p in points {
             let id = match last {
                 Some((l, id))
@@ -151,10 +152,22 @@ impl Shared {
                 {
                     id
                 }
-                _ => match of_org.get(SeriesIds::key(&mut buf, &p.asset_id, &p.tag_name)) {
-                    Some((id, ds)) if p.data_source_id.is_none() || *ds == p.data_source_id => *id,
-                    _ => return None,
-                },
+                _ => {
+                    let tags = match asset {
+                        Some((name, tags)) if name == p.asset_id => tags,
+                        _ => {
+                            let tags = of_org.get(p.asset_id.as_str())?;
+                            asset = Some((p.asset_id.as_str(), tags));
+                            tags
+                        }
+                    };
+                    match tags.get(p.tag_name.as_str()) {
+                        Some((id, ds)) if p.data_source_id.is_none() || *ds == p.data_source_id => {
+                            *id
+                        }
+                        _ => return None,
+                    }
+                }
             };
             last = Some((p, id));
             rows.push(((id, p.timestamp.millis()), (p.value, p.quality.code())));
@@ -332,13 +345,13 @@ impl CloneSubset for SeriesIds {
         let Some(of_org) = self.of_org(org_id) else {
             return out;
         };
-        let mut buf = Vec::new();
         for p in points {
-            if out.contains_key(&(p.asset_id.as_str(), p.tag_name.as_str())) {
+            let key = (p.asset_id.as_str(), p.tag_name.as_str());
+            if out.contains_key(&key) {
                 continue;
             }
-            if let Some(v) = of_org.get(SeriesIds::key(&mut buf, &p.asset_id, &p.tag_name)) {
-                out.insert((p.asset_id.as_str(), p.tag_name.as_str()), v.clone());
+            if let Some(v) = of_org.get(key.0).and_then(|tags| tags.get(key.1)) {
+                out.insert(key, v.clone());
             }
         }
         out
