@@ -1,22 +1,29 @@
-//! The demo plant of `plantd up`: an OPC UA data source on the simulator, dashboards over the
-//! simulated pump, motor and HVAC unit, and alert rules. Created through the same use cases as
-//! the API (so it is validated like any user's), each piece only if missing: a second start
-//! creates nothing twice and only points the data source at the simulator's current endpoint.
+//! The demo plant of `plantd up`: a device group for the plant's edge agent (which reads the
+//! simulator and forwards its points over MQTT), dashboards over the simulated pump, motor and
+//! HVAC unit, and alert rules watching the group. Created through the same use cases as the API
+//! (so it is validated like any user's), each piece only if missing: a second start creates
+//! nothing twice. A demo plant of an earlier version read the simulator through an OPC UA data
+//! source of its own; that source is turned off and its rules watch the group instead.
 
 use serde_json::{Value, json};
 
 use crate::app::App;
-use crate::data_sources::{DataSourceUpdate, NewDataSource};
+use crate::data_sources::DataSourceUpdate;
 use crate::error::{AppError, AppResult};
 
-/// The demo data source's name.
-pub const DEMO_SOURCE: &str = "Simulator (OPC UA)";
+/// The data source of the demo plant of earlier versions, which read the simulator directly.
+pub const OLD_DEMO_SOURCE: &str = "Simulator (OPC UA)";
+
+/// The device group of the demo plant's edge agent; the demo rules watch it.
+pub const DEMO_GROUP: &str = "Plant edge";
 
 /// What [`App::seed_demo`] did.
 #[derive(Debug, Default)]
 pub struct DemoReport {
+    /// What was created or changed, said on the console.
     pub created: Vec<String>,
-    pub data_source_id: String,
+    /// The device group the edge agent enrolls into.
+    pub group_id: String,
 }
 
 fn line(id: &str, title: &str, pos: [u32; 4], asset: &str, tags: &[&str], options: Value) -> Value {
@@ -159,7 +166,7 @@ fn dashboards() -> Vec<(&'static str, &'static str, Value)> {
     ]
 }
 
-/// The demo alert rules (for the data source `ds`).
+/// The demo alert rules (watching `ds`: a data source, a device or a device group).
 fn rules(ds: &str) -> Vec<Value> {
     RULES
         .iter()
@@ -175,32 +182,25 @@ fn parse<T: serde::de::DeserializeOwned>(v: Value) -> AppResult<T> {
 }
 
 impl App {
-    /// Creates what is missing of the demo plant in `org_id`, its data source reading the
-    /// simulator at `opcua_endpoint`.
-    pub async fn seed_demo(&self, org_id: &str, opcua_endpoint: &str) -> AppResult<DemoReport> {
+    /// Creates what is missing of the demo plant in `org_id`.
+    pub async fn seed_demo(&self, org_id: &str) -> AppResult<DemoReport> {
         let mut report = DemoReport::default();
-        let config = json!({"endpoint": opcua_endpoint, "security_mode": "None"});
-        let existing = self
-            .data_sources(org_id)
+        let group = self
+            .store()
+            .groups(org_id, (1_000, 0))
             .await?
-            .iter()
-            .find(|d| d.name == DEMO_SOURCE)
-            .cloned();
-        report.data_source_id = match existing {
-            Some(d) if d.config.get("endpoint").and_then(Value::as_str) == Some(opcua_endpoint) => {
-                d.id
-            }
-            Some(d) => {
-                let update: DataSourceUpdate = parse(json!({"config": config}))?;
-                self.update_data_source(org_id, &d.id, update).await?.id
-            }
+            .0
+            .into_iter()
+            .find(|g| g.name == DEMO_GROUP);
+        report.group_id = match group {
+            Some(g) => g.id,
             None => {
-                let new: NewDataSource =
-                    parse(json!({"name": DEMO_SOURCE, "type": "opcua", "config": config}))?;
+                let new = parse(json!({"name": DEMO_GROUP,
+                    "description": "The plant's edge agent: it reads the simulator and forwards its points here over MQTT (plantd up)."}))?;
                 report
                     .created
-                    .push(format!("data source \"{DEMO_SOURCE}\""));
-                self.create_data_source(org_id, new).await?.id
+                    .push(format!("device group \"{DEMO_GROUP}\""));
+                self.create_group(org_id, new).await?.id
             }
         };
         let names = self.store().dashboard_names(org_id).await?;
@@ -212,15 +212,29 @@ impl App {
             self.create_dashboard(org_id, new).await?;
             report.created.push(format!("dashboard \"{name}\""));
         }
-        let rule_names: Vec<String> = self
-            .alert_rules(org_id)
+        // An earlier demo plant: its source read the simulator beside the edge agent (every
+        // point twice); it is turned off, and its rules watch the edge's group.
+        let old = self
+            .data_sources(org_id)
             .await?
-            .into_iter()
-            .map(|r| r.name)
-            .collect();
-        for rule in rules(&report.data_source_id) {
+            .iter()
+            .find(|d| d.name == OLD_DEMO_SOURCE && d.enabled)
+            .cloned();
+        let rules_now = self.alert_rules(org_id).await?;
+        if let Some(old) = &old {
+            let update: DataSourceUpdate = parse(json!({"enabled": false}))?;
+            self.update_data_source(org_id, &old.id, update).await?;
+            report.created.push(format!(
+                "data source \"{OLD_DEMO_SOURCE}\" turned off (the edge agent reads the simulator now)"
+            ));
+            for rule in rules_now.iter().filter(|r| r.data_source_id == old.id) {
+                let update = parse(json!({"data_source_id": report.group_id}))?;
+                self.update_alert_rule(org_id, &rule.id, update).await?;
+            }
+        }
+        for rule in rules(&report.group_id) {
             let name = rule["name"].as_str().unwrap_or_default().to_string();
-            if rule_names.contains(&name) {
+            if rules_now.iter().any(|r| r.name == name) {
                 continue;
             }
             self.create_alert_rule(org_id, parse(rule)?).await?;

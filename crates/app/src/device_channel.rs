@@ -164,6 +164,33 @@ impl App {
             .await
     }
 
+    /// What a device says its tags measure (its tags topic): recorded as the connectors record
+    /// what a source says (a person's own setting of a tag wins).
+    pub async fn device_tags(&self, session: &DeviceSession, payload: &[u8]) -> AppResult<()> {
+        self.device_seen(session).await;
+        let said: plantd_model::device::DescribedTags = plantd_model::json::parse(payload)?;
+        let mut v = Validator::new();
+        said.check(&mut v);
+        v.finish()?;
+        let tags: Vec<(String, String, plantd_model::tag::TagDescription)> = said
+            .tags
+            .into_iter()
+            .map(|t| {
+                (
+                    t.asset_id,
+                    t.tag_name,
+                    plantd_model::tag::TagDescription {
+                        unit: t.unit,
+                        description: t.description,
+                        eu_range: t.eu_range,
+                    },
+                )
+            })
+            .collect();
+        self.record_device_tags(&session.org_id, &tags).await;
+        Ok(())
+    }
+
     /// A heartbeat: its figures are the device's health and telemetry of its asset.
     pub async fn device_heartbeat(&self, session: &DeviceSession, payload: &[u8]) -> AppResult<()> {
         self.device_seen(session).await;

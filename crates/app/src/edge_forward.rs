@@ -4,7 +4,7 @@
 //! the commands it answers. What it did shows in `GET /v1/edge/config` (`forwarding`).
 
 use plantd_model::Timestamp;
-use plantd_model::device::DeviceTopics;
+use plantd_model::device::{DescribedTag, DescribedTags, DeviceTopics, MAX_DESCRIBED_TAGS};
 use plantd_model::edge_regions::RegionalCloud;
 use plantd_model::telemetry::{Point, Quality};
 use plantd_store::Uplink;
@@ -19,6 +19,11 @@ pub use plantd_tsdb::OutboxRecord;
 
 /// Points in one message to the cloud at most (its ingest takes 10,000).
 pub const POINTS_PER_MESSAGE: usize = 5_000;
+/// What an agent's described tags are (how many, when one last changed): see
+/// [`App::edge_tags`].
+pub type TagsMark = (i64, i64);
+/// Tags an agent tells its cloud about at most (in messages of [`MAX_DESCRIBED_TAGS`]).
+pub const MAX_TOLD_TAGS: usize = 100_000;
 /// How long a regional cloud's health check may take.
 const HEALTH_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -224,6 +229,45 @@ impl App {
         );
         hb.insert("firmware_version".into(), json!(env!("CARGO_PKG_VERSION")));
         serde_json::to_vec(&hb).unwrap_or_default()
+    }
+
+    /// What the agent knows its tags measure (read from its sources or set by a person), as
+    /// the messages of its `tags` topic (at most [`MAX_DESCRIBED_TAGS`] tags each, up to
+    /// [`MAX_TOLD_TAGS`] in all), with the mark of what they say; `None` while the mark is
+    /// still `told` (nothing changed since the cloud last heard them).
+    pub async fn edge_tags(
+        &self,
+        org_id: &str,
+        told: Option<TagsMark>,
+    ) -> AppResult<Option<(TagsMark, Vec<Vec<u8>>)>> {
+        let mark = self.store().tag_descriptions_mark(org_id).await?;
+        if told == Some(mark) {
+            return Ok(None);
+        }
+        let stored = self
+            .store()
+            .org_tag_descriptions(org_id, MAX_TOLD_TAGS as i64)
+            .await?;
+        let tags: Vec<DescribedTag> = stored
+            .into_iter()
+            .map(|(asset_id, (tag_name, d, _, _))| DescribedTag {
+                asset_id,
+                tag_name,
+                unit: d.unit,
+                description: d.description,
+                eu_range: d.eu_range,
+            })
+            .collect();
+        let messages = tags
+            .chunks(MAX_DESCRIBED_TAGS)
+            .map(|chunk| {
+                serde_json::to_vec(&DescribedTags {
+                    tags: chunk.to_vec(),
+                })
+                .map_err(|e| crate::error::AppError::internal("encoding the tags", e))
+            })
+            .collect::<AppResult<_>>()?;
+        Ok(Some((mark, messages)))
     }
 
     /// Answers a command from the cloud (its `commands` topic): the payload of its result

@@ -265,6 +265,22 @@ impl App {
         Ok(CloudLink::from(&uplink))
     }
 
+    /// The enrollment kept, its cloud's root address now `cloud_url`: the same cloud answering
+    /// at another address (`plantd up` started again on another port). The device, its
+    /// credentials and what waits to be forwarded stay.
+    pub async fn move_cloud(&self, org_id: &str, cloud_url: &str) -> AppResult<Option<CloudLink>> {
+        let Some(mut uplink) = self.store().uplink(org_id).await? else {
+            return Ok(None);
+        };
+        let url = cloud_url.trim().trim_end_matches('/').to_string();
+        if uplink.cloud_url != url {
+            uplink.cloud_url = url.clone();
+            uplink.regions = self.learn_regions(&url).await;
+            self.store().set_uplink(org_id, &uplink).await?;
+        }
+        Ok(Some(CloudLink::from(&uplink)))
+    }
+
     /// What the cloud at `url` says of its regions (`GET /api/v1/regions`): the one it answers
     /// from (`current`) and each served region's root and MQTT address, with the round trip of
     /// asking each region; `{}` when it does not say.

@@ -157,16 +157,18 @@ pub struct FirstStart {
 pub const FIRST_ADMIN_EMAIL: &str = "admin@localhost";
 
 /// On an empty database: creates organization `org_name` (enterprise) and the owner
-/// `admin@localhost` with a random password. Returns `None` when organizations already exist.
+/// `admin@localhost` with `password` (`None`: a random one). Returns `None` when organizations
+/// already exist.
 pub async fn first_start(
     store: &Store,
     org_name: &str,
+    password: Option<String>,
 ) -> Result<Option<FirstStart>, OperatorError> {
     if store.org_count().await? > 0 {
         return Ok(None);
     }
     let org = store.create_org(org_name, Tier::Enterprise).await?;
-    let password = plantd_auth::generate_password();
+    let password = password.unwrap_or_else(plantd_auth::generate_password);
     create_user(
         store,
         Some(&org.id),

@@ -202,7 +202,7 @@ impl App {
 
     /// What a data source's device says its tags measure (a connector's reading); tags a
     /// person described keep their words. A failure is logged: telemetry goes on without it.
-    pub(crate) async fn record_device_tags(
+    pub async fn record_device_tags(
         &self,
         org_id: &str,
         tags: &[(String, String, TagDescription)],

@@ -213,6 +213,9 @@ pub(crate) fn points_bucket(org_id: &str) -> String {
     format!("points:{org_id}")
 }
 
+/// Distinct devices one batch may name as its points' sources (each looked up).
+const MAX_SOURCES_A_BATCH: usize = 1_000;
+
 impl App {
     /// The oldest timestamp a new point may carry (the raw retention).
     pub fn oldest_accepted(&self, now: Timestamp) -> Timestamp {
@@ -387,6 +390,7 @@ impl App {
     /// Every named data source must be one of the organization's (or the device that sends
     /// the batch): the batch's is named `data_source_id`, a point's own (when it differs)
     /// `data[i].data_source_id`.
+    /// (Sources other than data sources a batch may name: the devices looked up at most.)
     async fn check_sources(
         &self,
         org_id: &str,
@@ -399,7 +403,29 @@ impl App {
             return Ok(());
         }
         let sources = self.store().org_data_sources(org_id).await?;
-        let known = |id: &str| Some(id) == own_device || sources.iter().any(|d| d.id == id);
+        // A fleet device is a source too: its points carry its id (a model's scores of them,
+        // or its history sent again through the API).
+        let mut others: Vec<String> = Vec::new();
+        for id in batch_source
+            .into_iter()
+            .chain(points.iter().filter_map(|p| p.data_source_id.as_deref()))
+        {
+            if others.len() >= MAX_SOURCES_A_BATCH {
+                break;
+            }
+            if Some(id) != own_device
+                && !sources.iter().any(|d| d.id == id)
+                && !others.iter().any(|o| o == id)
+            {
+                others.push(id.to_string());
+            }
+        }
+        let devices = self.store().org_device_ids(org_id, &others).await?;
+        let known = |id: &str| {
+            Some(id) == own_device
+                || sources.iter().any(|d| d.id == id)
+                || devices.iter().any(|d| d == id)
+        };
         let mut errors = Vec::new();
         if let Some(ds) = batch_source
             && !known(ds)

@@ -239,6 +239,8 @@ pub struct DeviceTopics {
     pub command_results: String,
     /// Where the device reports the steps of an OTA update.
     pub ota: String,
+    /// Where the device says what its tags measure (an edge agent: units, ranges, descriptions).
+    pub tags: String,
 }
 
 /// The topic prefix of every device topic.
@@ -252,6 +254,7 @@ impl DeviceTopics {
             commands: format!("{TOPIC_ROOT}/{device_id}/commands"),
             command_results: format!("{TOPIC_ROOT}/{device_id}/command-results"),
             ota: format!("{TOPIC_ROOT}/{device_id}/ota"),
+            tags: format!("{TOPIC_ROOT}/{device_id}/tags"),
         }
     }
 }
@@ -264,6 +267,7 @@ pub enum DeviceTopic {
     Commands,
     CommandResults,
     Ota,
+    Tags,
 }
 
 /// The device and kind of a device topic (`plantd/devices/{id}/{kind}`), or `None` for any
@@ -280,9 +284,71 @@ pub fn parse_topic(topic: &str) -> Option<(&str, DeviceTopic)> {
         "commands" => DeviceTopic::Commands,
         "command-results" => DeviceTopic::CommandResults,
         "ota" => DeviceTopic::Ota,
+        "tags" => DeviceTopic::Tags,
         _ => return None,
     };
     Some((device, kind))
+}
+
+/// What a device says its tags measure, on its tags topic: `{"tags": [{asset_id, tag_name,
+/// unit, description, eu_range}]}`, at most [`MAX_DESCRIBED_TAGS`] a message.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DescribedTags {
+    pub tags: Vec<DescribedTag>,
+}
+
+/// One tag of a [`DescribedTags`] message.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DescribedTag {
+    pub asset_id: String,
+    pub tag_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eu_range: Option<crate::tag::EuRange>,
+}
+
+/// Tags a [`DescribedTags`] message may hold.
+pub const MAX_DESCRIBED_TAGS: usize = 5_000;
+
+impl DescribedTags {
+    /// Each tag's names, unit, description and range checked (field paths `tags[i].unit`).
+    pub fn check(&self, v: &mut Validator) {
+        v.check(
+            self.tags.len() <= MAX_DESCRIBED_TAGS,
+            "tags",
+            "must hold at most 5000 tags a message",
+        );
+        for (i, t) in self.tags.iter().enumerate() {
+            if let Err(e) = crate::telemetry::check_name(&t.asset_id) {
+                v.add(format!("tags[{i}].asset_id"), e);
+            }
+            if let Err(e) = crate::telemetry::check_name(&t.tag_name) {
+                v.add(format!("tags[{i}].tag_name"), e);
+            }
+            if let Some(u) = &t.unit {
+                v.text(&format!("tags[{i}].unit"), u, crate::tag::MAX_UNIT);
+            }
+            if let Some(d) = &t.description {
+                v.text(
+                    &format!("tags[{i}].description"),
+                    d,
+                    crate::tag::MAX_DESCRIPTION,
+                );
+            }
+            if let Some(r) = t.eu_range {
+                v.check(
+                    r.low.is_finite() && r.high.is_finite() && r.low < r.high,
+                    &format!("tags[{i}].eu_range"),
+                    "must have finite low < high",
+                );
+            }
+        }
+    }
 }
 
 /// A device's answer on its command-results topic.
@@ -326,6 +392,7 @@ mod tests {
             Some(("d1", DeviceTopic::CommandResults))
         );
         assert_eq!(parse_topic(&t.ota), Some(("d1", DeviceTopic::Ota)));
+        assert_eq!(parse_topic(&t.tags), Some(("d1", DeviceTopic::Tags)));
         assert_eq!(parse_topic("plantd/devices/+/telemetry"), None);
         assert_eq!(parse_topic("plantd/devices/#"), None);
         assert_eq!(parse_topic("plantd/devices/d1/other"), None);

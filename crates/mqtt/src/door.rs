@@ -167,6 +167,7 @@ pub(crate) async fn handle_message(
             app.device_command_result(session, payload).await,
         ),
         DeviceTopic::Ota => ("ota", app.device_ota_report(session, payload).await),
+        DeviceTopic::Tags => ("tags", app.device_tags(session, payload).await),
         DeviceTopic::Commands => return,
     };
     match result {

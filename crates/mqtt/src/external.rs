@@ -97,9 +97,9 @@ async fn session(app: &App, b: &ExternalBroker) -> Result<(), String> {
     result
 }
 
-/// Every device's telemetry, heartbeat, command-results and ota topics.
+/// Every device's telemetry, heartbeat, command-results, ota and tags topics.
 async fn subscribe(client: &AsyncClient) -> Result<(), String> {
-    for kind in ["telemetry", "heartbeat", "command-results", "ota"] {
+    for kind in ["telemetry", "heartbeat", "command-results", "ota", "tags"] {
         client
             .subscribe(format!("{TOPIC_ROOT}/+/{kind}"), QoS::AtLeastOnce)
             .await

@@ -27,6 +27,9 @@ const WINDOW: usize = 16;
 const LOOK_EVERY: Duration = Duration::from_millis(250);
 /// Largest MQTT packet the uplink sends or takes (the cloud's broker takes 4 MiB).
 const MAX_PACKET: usize = 4 * 1024 * 1024;
+/// How often the agent looks whether what its tags measure changed (a source read units), to
+/// tell the cloud again.
+const DESCRIBE_EVERY: Duration = Duration::from_secs(5);
 
 /// Runs the uplink of the agent's organization until `stop`.
 pub fn start(app: App, org_id: String, stop: watch::Receiver<bool>) -> JoinHandle<()> {
@@ -201,6 +204,11 @@ async fn session(
     look.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut beat = tokio::time::interval(edge.heartbeat_interval);
     beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // What the agent's tags measure: at each connection, then whenever it changed (units and
+    // ranges a source said since, a person's words).
+    let mut told_tags = None;
+    let mut describe = tokio::time::interval(DESCRIBE_EVERY);
+    describe.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let publish = |unnumbered: &mut VecDeque<Option<i64>>,
                    record: Option<i64>,
                    topic: &str,
@@ -234,6 +242,7 @@ async fn session(
                             .map_err(|e| format!("subscribing: {e}"))?;
                         beat.reset_immediately();
                         look.reset_immediately();
+                        describe.reset_immediately();
                     }
                     Event::Outgoing(Outgoing::Publish(pkid)) => {
                         if let Some(Some(record)) = unnumbered.pop_front() {
@@ -270,6 +279,16 @@ async fn session(
             }
             _ = beat.tick(), if connected => {
                 publish(&mut unnumbered, None, &login.topics.heartbeat, app.edge_heartbeat())?;
+            }
+            _ = describe.tick(), if connected => {
+                if let Some((mark, messages)) =
+                    app.edge_tags(org_id, told_tags).await.map_err(|e| e.to_string())?
+                {
+                    for tags in messages {
+                        publish(&mut unnumbered, None, &login.topics.tags, tags)?;
+                    }
+                    told_tags = Some(mark);
+                }
             }
             _ = look.tick(), if connected => {
                 let skip: Vec<i64> = in_flight.keys().copied().collect();

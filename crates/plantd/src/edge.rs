@@ -28,6 +28,8 @@ pub(crate) struct EdgeRun {
     pub(crate) sim_modbus_port: u16,
     /// `--enroll TOKEN --cloud URL`: the token and the cloud.
     pub(crate) enroll: Option<(String, String)>,
+    /// Under `plantd up`: what went well is said by its welcome, not here (only failures are).
+    pub(crate) quiet: bool,
 }
 
 /// The demo assets of `development` mode: the simulator's pump over Modbus TCP (its map: each
@@ -56,11 +58,38 @@ pub(crate) fn development_assets(run: &EdgeRun) -> Vec<Value> {
                "initial_state": "running"}),
         json!({"asset_id": "Motor_01", "asset_type": "electric_motor", "protocol": "opcua",
                "host": run.sim_host, "port": run.sim_opcua_port, "linked_to": "Pump_01",
-               "sensors": "Stator_Temperature;Rotor_Temperature;Current_L1;Power_Factor;Active_Power;Speed"}),
+               "sensors": "Stator_Temperature;Rotor_Temperature;Voltage_L1;Voltage_L2;Voltage_L3;Current_L1;Current_L2;Current_L3;Power_Factor;Active_Power;Speed"}),
         json!({"asset_id": "HVAC_01", "asset_type": "hvac_unit", "protocol": "opcua",
                "host": run.sim_host, "port": run.sim_opcua_port,
-               "sensors": "Supply_Temperature;Return_Temperature;Humidity;CO2_Level;Fan_Speed"}),
+               "sensors": "Supply_Temperature;Return_Temperature;Humidity;CO2_Level;Fan_Speed;Filter_Status"}),
     ]
+}
+
+/// What the simulator's catalog says the demo assets' tags measure (units and ranges): its
+/// Modbus map carries none, and the agent tells its cloud what it knows of its tags.
+fn development_descriptions() -> Vec<(String, String, plantd_model::tag::TagDescription)> {
+    use plantd_sim::catalog::AssetType;
+    [
+        ("Pump_01", AssetType::CentrifugalPump),
+        ("Motor_01", AssetType::ElectricMotor),
+        ("HVAC_01", AssetType::Hvac),
+    ]
+    .into_iter()
+    .flat_map(|(asset, kind)| {
+        kind.variables().into_iter().filter_map(move |v| {
+            let (low, high) = v.range?;
+            Some((
+                asset.to_string(),
+                v.name,
+                plantd_model::tag::TagDescription {
+                    unit: v.unit.filter(|u| !u.trim().is_empty()),
+                    description: None,
+                    eu_range: (low < high).then_some(plantd_model::tag::EuRange { low, high }),
+                },
+            ))
+        })
+    })
+    .collect()
 }
 
 /// Enrolls with the cloud once (`--enroll`); a failure is said and the agent runs on without
@@ -72,6 +101,9 @@ async fn enroll(app: &App, org_id: &str, run: &EdgeRun) {
     let cloud = cloud.trim().trim_end_matches('/');
     match app.cloud_link(org_id).await {
         Ok(Some(link)) if link.url == cloud => {
+            if run.quiet {
+                return;
+            }
             println!(
                 "edge agent: enrolled with {} as device {} (since {})",
                 link.url,
@@ -83,10 +115,11 @@ async fn enroll(app: &App, org_id: &str, run: &EdgeRun) {
         _ => {}
     }
     match app.enroll(org_id, cloud, token).await {
-        Ok(link) => println!(
+        Ok(link) if !run.quiet => println!(
             "edge agent: enrolled with {} as device {}",
             link.url, link.device_id
         ),
+        Ok(_) => {}
         Err(e) => {
             println!("edge agent: cannot enroll with {cloud}: {e}; running without the cloud")
         }
@@ -127,10 +160,14 @@ async fn start_mode(
                 .import_entries(org_id, development_assets(run), Method::Development)
                 .await
                 .map_err(|e| anyhow::anyhow!("cannot preload the demo assets: {e}"))?;
-            println!(
-                "edge agent: development mode, {} demo assets reading the simulator at {} (OPC UA {}, Modbus TCP {}; start it with: plantd sim start)",
-                report.imported, run.sim_host, run.sim_opcua_port, run.sim_modbus_port
-            );
+            app.record_device_tags(org_id, &development_descriptions())
+                .await;
+            if !run.quiet {
+                println!(
+                    "edge agent: development mode, {} demo assets reading the simulator at {} (OPC UA {}, Modbus TCP {}; start it with: plantd sim start)",
+                    report.imported, run.sim_host, run.sim_opcua_port, run.sim_modbus_port
+                );
+            }
             Ok(None)
         }
         DeploymentMode::Demo => {

@@ -5,9 +5,11 @@
 mod config;
 mod edge;
 mod license;
+mod lock;
 mod server;
 mod signals;
 mod sim;
+mod up_edge;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
@@ -54,18 +56,27 @@ struct StorageArgs {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Start the platform and a simulated plant: the console, a demo organization with an OPC UA
-    /// data source on the simulator, dashboards and alert rules (created once).
+    /// Start the platform and a simulated plant: the simulator, an edge agent reading it and
+    /// forwarding its points over MQTT, the console, a demo organization with dashboards and
+    /// alert rules (created once).
     Up {
         /// Address to listen on [default: 127.0.0.1:8000].
         #[arg(long, env = "PLANTD_LISTEN")]
         listen: Option<String>,
-        /// Do not start the simulator (the demo data source still reads --sim-port).
+        /// Do not start the simulator (the edge agent still reads --sim-port and
+        /// --sim-modbus-port on 127.0.0.1).
         #[arg(long)]
         no_sim: bool,
         /// The simulator's OPC UA port (0: a free one).
         #[arg(long, default_value_t = 4840)]
         sim_port: u16,
+        /// The simulator's Modbus TCP port (0, or taken: a free one).
+        #[arg(long, default_value_t = 5020)]
+        sim_modbus_port: u16,
+        /// Where the edge agent's console listens [default: 127.0.0.1:3000, or a free port when
+        /// that is taken].
+        #[arg(long, env = "PLANTD_EDGE_LISTEN")]
+        edge_listen: Option<std::net::SocketAddr>,
         /// The MQTT device channel [default: 127.0.0.1:1883, or a free port when that is taken].
         #[command(flatten)]
         mqtt: config::MqttArgs,
@@ -330,6 +341,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 sim_opcua_port,
                 sim_modbus_port,
                 enroll: enroll.zip(cloud),
+                quiet: false,
             };
             cfg.api.edge = Some(settings);
             server::serve(cfg, store, None, Some(run)).await
@@ -338,6 +350,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             listen,
             no_sim,
             sim_port,
+            sim_modbus_port,
+            edge_listen,
             mqtt,
             storage,
         } => {
@@ -356,6 +370,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 Some(server::Demo {
                     run_simulator: !no_sim,
                     sim_port,
+                    sim_modbus_port,
+                    edge_listen: edge_listen.unwrap_or_else(|| {
+                        up_edge::UP_EDGE_LISTEN
+                            .parse()
+                            .expect("the default address parses")
+                    }),
                 }),
                 None,
             )

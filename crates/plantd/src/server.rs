@@ -2,8 +2,9 @@
 //! process and the demo plant): logging, the lock of a SQLite database, the one `App` of the
 //! process, and the welcome, printed last.
 
+use crate::lock::lock_sqlite;
+use crate::signals::stopped;
 use anyhow::Context;
-use std::path::PathBuf;
 
 use crate::config::ServeConfig;
 use crate::signals;
@@ -36,42 +37,15 @@ pub(crate) fn init_logging(level: Option<&str>) {
         .try_init();
 }
 
-/// Holds `<database file>.lock` for the life of the server: one server per SQLite database.
-/// Several servers on one file would each run connectors and count limits of their own, and
-/// the data source cache relies on this server making every data source write.
-fn lock_sqlite(database_url: &str) -> anyhow::Result<Option<std::fs::File>> {
-    let Some(db) = plantd_store::sqlite_file(database_url) else {
-        return Ok(None);
-    };
-    let path = PathBuf::from(format!("{}.lock", db.display()));
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .with_context(|| format!("cannot open the lock file {}", path.display()))?;
-    match file.try_lock() {
-        Ok(()) => Ok(Some(file)),
-        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
-            "another plantd server is already using {} (it holds {}); stop it first or use another --data-dir",
-            db.display(),
-            path.display()
-        ),
-        Err(std::fs::TryLockError::Error(e)) => {
-            Err(e).with_context(|| format!("cannot lock {}", path.display()))
-        }
-    }
-}
-
-/// What `plantd up` adds to `plantd serve`: the simulator in this process and the demo plant.
+/// What `plantd up` adds to `plantd serve`: the simulator and the edge agent in this process,
+/// and the demo plant.
 pub(crate) struct Demo {
     pub(crate) run_simulator: bool,
     pub(crate) sim_port: u16,
-}
-
-/// Completes when `stop` turns true (the shutdown signal, shared by the servers of one process).
-async fn stopped(mut stop: tokio::sync::watch::Receiver<bool>) {
-    let _ = stop.wait_for(|s| *s).await;
+    /// The simulator's Modbus TCP port (the edge agent reads the pump there).
+    pub(crate) sim_modbus_port: u16,
+    /// Where the edge agent's console listens.
+    pub(crate) edge_listen: std::net::SocketAddr,
 }
 
 /// The simulator of `plantd up`, running in this process.
@@ -80,10 +54,11 @@ struct Simulator {
     ready: plantd_sim::server::Ready,
 }
 
-/// Starts the simulator in this process (default plant, OPC UA only) on `port`, and waits
-/// until it listens.
+/// Starts the simulator in this process (default plant) with OPC UA on `port` and Modbus TCP
+/// on `modbus_port`, and waits until it listens.
 async fn start_simulator(
     port: u16,
+    modbus_port: u16,
     data_dir: &std::path::Path,
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<Simulator> {
@@ -100,7 +75,7 @@ async fn start_simulator(
         host: "127.0.0.1".into(),
         opcua_port: port,
         api_port: 0,
-        modbus_port: None,
+        modbus_port: Some(modbus_port),
         seed: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64),
@@ -173,10 +148,27 @@ pub(crate) async fn serve(
             .local_addr()?
             .port();
     }
+    if let Some(d) = demo.as_mut().filter(|d| {
+        d.run_simulator
+            && (d.sim_modbus_port == 0
+                || std::net::TcpListener::bind(("127.0.0.1", d.sim_modbus_port)).is_err())
+    }) {
+        // The Modbus port taken (another simulator?) or 0: a free one, said in the welcome.
+        d.sim_modbus_port = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await?
+            .local_addr()?
+            .port();
+    }
     let simulator = match &demo {
-        Some(d) if d.run_simulator => {
-            Some(start_simulator(d.sim_port, &cfg.storage.data_dir, stop.clone()).await?)
-        }
+        Some(d) if d.run_simulator => Some(
+            start_simulator(
+                d.sim_port,
+                d.sim_modbus_port,
+                &cfg.storage.data_dir,
+                stop.clone(),
+            )
+            .await?,
+        ),
         _ => None,
     };
     let org_name = if demo.is_some() {
@@ -190,7 +182,7 @@ pub(crate) async fn serve(
     // first organization and its owner; the others receive them through replication.
     let regions = &cfg.api.regions;
     let first = if regions.region == regions.bootstrap_region() {
-        operator::first_start(&store, org_name).await?
+        operator::first_start(&store, org_name, None).await?
     } else {
         None
     };
@@ -232,19 +224,19 @@ pub(crate) async fn serve(
         redact(&cfg.storage.database_url),
         store.backend().as_str()
     );
+    let mut seeded = None;
     if let Some(d) = &demo {
         let org = store
             .first_org()
             .await?
             .context("the database has no organization")?;
-        let endpoint = format!("opc.tcp://127.0.0.1:{}/", d.sim_port);
         let report = app
-            .seed_demo(&org.id, &endpoint)
+            .seed_demo(&org.id)
             .await
             .map_err(|e| anyhow::anyhow!("cannot create the demo plant: {e}"))?;
         if report.created.is_empty() {
             println!(
-                "demo plant in \"{}\": already set up (data source, dashboards, alert rules)",
+                "demo plant in \"{}\": already set up (device group, dashboards, alert rules)",
                 org.name
             );
         } else {
@@ -254,16 +246,24 @@ pub(crate) async fn serve(
                 report.created.join(", ")
             );
         }
+        let endpoint = format!("opc.tcp://127.0.0.1:{}/", d.sim_port);
         match &simulator {
             Some(sim) => {
                 let api = format!("http://127.0.0.1:{}", sim.ready.api_port);
-                println!("simulator: {endpoint} (in this process; control API {api}/api/status)");
+                println!(
+                    "simulator: {endpoint} and Modbus TCP 127.0.0.1:{} (in this process; control API {api}/api/status)",
+                    d.sim_modbus_port
+                );
                 println!(
                     "  try a failing pump: plantd sim scenario enable bearing_failure --api-url {api}"
                 );
             }
-            None => println!("simulator: {endpoint} (not started here: --no-sim)"),
+            None => println!(
+                "simulator: {endpoint} and Modbus TCP 127.0.0.1:{} (not started here: --no-sim)",
+                d.sim_modbus_port
+            ),
         }
+        seeded = Some((org.id, report.group_id));
     }
     let edge_tasks = match &edge {
         Some(run) => {
@@ -275,24 +275,6 @@ pub(crate) async fn serve(
         }
         None => Vec::new(),
     };
-    match first {
-        Some(first) => {
-            println!(
-                "first start: created organization \"{}\" ({})",
-                first.org.name, first.org.id
-            );
-            println!("  login email:    {}", first.email);
-            println!("  login password: {}", first.password);
-            println!(
-                "  (shown once; create an API key with: plantd keys create --name me --scopes admin)"
-            );
-        }
-        None if demo.is_some() => println!(
-            "log in as {} with the password printed at the first start",
-            operator::FIRST_ADMIN_EMAIL
-        ),
-        None => {}
-    }
     let mqtt = match &cfg.mqtt {
         Some(settings) => {
             let channel = start_mqtt(&app, settings, demo.is_some()).await?;
@@ -306,6 +288,64 @@ pub(crate) async fn serve(
         }
         None => None,
     };
+    // `plantd up`: the edge agent between the simulator and this platform.
+    let up_edge = match (&demo, seeded, &mqtt) {
+        (Some(d), Some((org_id, group_id)), Some(channel)) => match channel.local_addr {
+            Some(mqtt_addr) => {
+                let platform = crate::up_edge::Platform {
+                    app: app.clone(),
+                    org_id,
+                    group_id,
+                    root: format!("http://{}", loopback(addr)),
+                    mqtt: format!("mqtt://{mqtt_addr}"),
+                };
+                let agent = crate::up_edge::start(
+                    platform,
+                    cfg.api.clone(),
+                    &cfg.storage.data_dir,
+                    d.edge_listen,
+                    (d.sim_port, d.sim_modbus_port),
+                    first.as_ref().map(|f| f.password.clone()),
+                    stop.clone(),
+                )
+                .await?;
+                println!(
+                    "edge agent: http://{} (in this process, development mode: reads the simulator, keeps the points in {} and forwards them here over MQTT as a device of the group \"{}\")",
+                    agent.addr,
+                    agent.data_dir.display(),
+                    plantd_app::demo::DEMO_GROUP
+                );
+                Some(agent)
+            }
+            None => None,
+        },
+        (Some(_), _, _) => {
+            println!("edge agent: not started (the MQTT device channel is off)");
+            None
+        }
+        _ => None,
+    };
+    match first {
+        Some(first) => {
+            println!(
+                "first start: created organization \"{}\" ({})",
+                first.org.name, first.org.id
+            );
+            println!("  login email:    {}", first.email);
+            println!("  login password: {}", first.password);
+            if demo.is_some() {
+                println!("  (the same login opens the edge agent's console)");
+            }
+            println!(
+                "  (shown once; create an API key with: plantd keys create --name me --scopes admin)"
+            );
+        }
+        None if demo.is_some() => println!(
+            "log in as {} with the password printed at the first start",
+            operator::FIRST_ADMIN_EMAIL
+        ),
+        None => {}
+    }
     let external = cfg.mqtt_external.clone().map(|b| {
         println!(
             "MQTT device channel through the external broker mqtt://{}:{}",
@@ -325,6 +365,11 @@ pub(crate) async fn serve(
     for task in edge_tasks {
         let _ = task.await;
     }
+    if let Some(agent) = up_edge
+        && let Err(e) = agent.task.await
+    {
+        tracing::warn!(error = %e, "the edge agent's task failed");
+    }
     store.close().await;
     if let Some(sim) = simulator
         && let Err(e) = sim.task.await
@@ -333,6 +378,14 @@ pub(crate) async fn serve(
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// `addr` as clients reach it: loopback for an unspecified address.
+fn loopback(mut addr: std::net::SocketAddr) -> std::net::SocketAddr {
+    if addr.ip().is_unspecified() {
+        addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    addr
 }
 
 /// A database URL without its password, for messages.

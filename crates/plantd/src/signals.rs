@@ -22,3 +22,8 @@ pub(crate) async fn shutdown() {
     }
     tracing::info!("shutdown signal received; finishing requests in flight");
 }
+
+/// Completes when `stop` turns true (the shutdown signal, shared by the servers of one process).
+pub(crate) async fn stopped(mut stop: tokio::sync::watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}

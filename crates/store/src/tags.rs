@@ -49,6 +49,37 @@ impl Store {
         rows.iter().map(from_row).collect()
     }
 
+    /// Every stored description of an organization (at most `limit`), by asset and tag: what an
+    /// edge agent tells its cloud.
+    pub async fn org_tag_descriptions(
+        &self,
+        org_id: &str,
+        limit: i64,
+    ) -> Result<Vec<(String, StoredTag)>> {
+        let rows = sqlx::query(
+            "SELECT * FROM tag_metadata WHERE org_id = $1 ORDER BY asset_id, tag_name LIMIT $2",
+        )
+        .bind(org_id)
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("asset_id")?, from_row(r)?)))
+            .collect()
+    }
+
+    /// How many tags of an organization are described and when one last changed (ms): what
+    /// tells an edge agent that its cloud should hear them again.
+    pub async fn tag_descriptions_mark(&self, org_id: &str) -> Result<(i64, i64)> {
+        let row = sqlx::query(
+            "SELECT COUNT(*) AS n, COALESCE(MAX(updated_at), 0) AS at FROM tag_metadata WHERE org_id = $1",
+        )
+        .bind(org_id)
+        .fetch_one(self.pool())
+        .await?;
+        Ok((row.try_get("n")?, row.try_get("at")?))
+    }
+
     /// The units of every described tag of an organization: (asset, tag, unit).
     pub async fn tag_units(&self, org_id: &str) -> Result<Vec<(String, String, String)>> {
         let rows = sqlx::query(

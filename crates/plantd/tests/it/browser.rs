@@ -44,6 +44,10 @@ async fn the_console_in_a_real_browser() {
     let password = server
         .printed_after("login password: ")
         .expect("password printed");
+    let sim = server
+        .printed_after("simulator: ")
+        .expect("simulator printed");
+    let sim = sim.split_whitespace().next().unwrap().to_string();
     let shots = std::env::temp_dir().join("plantd-console-screenshots");
     let _ = std::fs::remove_dir_all(&shots);
     std::fs::create_dir_all(&shots).unwrap();
@@ -54,6 +58,7 @@ async fn the_console_in_a_real_browser() {
         .arg(&base)
         .arg(&password)
         .arg(&shots)
+        .arg(&sim)
         .output()
         .await
         .unwrap();

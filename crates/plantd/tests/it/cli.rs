@@ -283,7 +283,7 @@ async fn up_starts_a_live_demo_plant_once() {
         "{printed}"
     );
     assert!(
-        printed.contains("created data source \"Simulator (OPC UA)\", dashboard \"Pump station\", dashboard \"Motor\", dashboard \"HVAC\", alert rule \"Pump vibration high\""),
+        printed.contains("created device group \"Plant edge\", dashboard \"Pump station\", dashboard \"Motor\", dashboard \"HVAC\", alert rule \"Pump vibration high\""),
         "{printed}"
     );
     assert!(printed.contains("first start: created organization \"Demo plant\""));
@@ -326,6 +326,33 @@ async fn up_starts_a_live_demo_plant_once() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     assert_eq!(latest["data"][0]["tag_name"], "Vibration_X", "{latest}");
+    // ...which came the whole way: the simulator's Modbus TCP, the edge agent, MQTT. The agent
+    // is a device of the demo's group, online, and its own console answers.
+    let devices = get("/fleet/devices").await;
+    assert_eq!(devices["meta"]["total"], 1, "{devices}");
+    assert_eq!(devices["data"][0]["status"], "online", "{devices}");
+    let groups = get("/fleet/groups").await;
+    assert_eq!(groups["data"][0]["name"], "Plant edge", "{groups}");
+    assert_eq!(devices["data"][0]["group_ids"][0], groups["data"][0]["id"]);
+    let rules = get("/alert-rules").await;
+    assert!(
+        rules["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["data_source_id"] == groups["data"][0]["id"]),
+        "the demo rules watch the edge's group: {rules}"
+    );
+    let edge = first
+        .printed_after("edge agent: http://")
+        .expect("the edge agent's address printed");
+    let edge = format!("http://{}", edge.split_whitespace().next().unwrap());
+    let health = client
+        .get(format!("{edge}/v1/health"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
     let dashboards = get("/dashboards").await;
     let names: Vec<&str> = dashboards["data"]
         .as_array()
@@ -341,6 +368,7 @@ async fn up_starts_a_live_demo_plant_once() {
     let printed = second.printed.join("\n");
     assert!(printed.contains("already set up"), "{printed}");
     assert!(!printed.contains("login password"), "{printed}");
+    assert!(printed.contains("edge agent: http://"), "{printed}");
     let base = base_of(&second);
     let dashboards: serde_json::Value = client
         .get(format!("{base}/v1/dashboards"))
@@ -462,18 +490,19 @@ async fn a_healthy_first_start_ends_with_the_welcome() {
             .map(|_| ())
     })
     .await;
-    let status: serde_json::Value = client
-        .get(format!("{control}/api/status"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert!(
-        status["data"]["sessions"].as_u64().unwrap_or(0) >= 1,
-        "{status}"
-    );
+    // The edge agent reads the motor and the HVAC unit over OPC UA: a session of its own.
+    plantd_test_support::wait_for("an OPC UA session on the simulator", 60, || async {
+        let status: serde_json::Value = client
+            .get(format!("{control}/api/status"))
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        (status["data"]["sessions"].as_u64().unwrap_or(0) >= 1).then_some(())
+    })
+    .await;
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
     let _ = std::process::Command::new("kill")
         .args(["-INT", &child.id().to_string()])
@@ -491,4 +520,70 @@ async fn a_healthy_first_start_ends_with_the_welcome() {
     assert_eq!(rest, "", "nothing is printed after the welcome");
     assert_eq!(logged, "", "nothing is logged in a healthy start");
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A demo plant made by an earlier `plantd up` read the simulator through an OPC UA data source
+/// of its own: seeding it again turns that source off (the edge agent reads the simulator now)
+/// and moves its rules to the edge's device group, creating nothing twice.
+#[tokio::test]
+async fn an_earlier_demo_plant_moves_to_the_edge() {
+    let t = plantd_test_support::spawn_app().await;
+    let key = &t.admin_key;
+    let source = t
+        .post(
+            "/data-sources",
+            key,
+            serde_json::json!({"name": "Simulator (OPC UA)", "type": "opcua",
+                "config": {"endpoint": "opc.tcp://127.0.0.1:4840/", "security_mode": "None"}}),
+        )
+        .await
+        .expect(201)
+        .id();
+    let rule = t
+        .post(
+            "/alert-rules",
+            key,
+            serde_json::json!({"name": "Pump vibration high", "severity": "critical",
+                "data_source_id": source, "asset_id": "Pump_01",
+                "condition": {"tag_name": "Vibration_X", "operator": "gt", "value": 5.0, "duration_seconds": 30}}),
+        )
+        .await
+        .expect(201)
+        .id();
+    let report = t.app.seed_demo(&t.org_id).await.unwrap();
+    assert!(
+        report
+            .created
+            .iter()
+            .any(|c| c.contains("\"Simulator (OPC UA)\" turned off")),
+        "{:?}",
+        report.created
+    );
+    assert!(
+        !report
+            .created
+            .iter()
+            .any(|c| c.contains("\"Pump vibration high\"")),
+        "{:?}",
+        report.created
+    );
+    let source = t
+        .get(&format!("/data-sources/{source}"), key)
+        .await
+        .expect(200);
+    assert_eq!(source.json["data"]["enabled"], false, "{}", source.text);
+    let rule = t
+        .get(&format!("/alert-rules/{rule}"), key)
+        .await
+        .expect(200);
+    assert_eq!(
+        rule.json["data"]["data_source_id"],
+        report.group_id.as_str()
+    );
+    assert_eq!(t.get("/alert-rules", key).await.json["meta"]["total"], 4);
+    // Again: nothing more.
+    let again = t.app.seed_demo(&t.org_id).await.unwrap();
+    assert!(again.created.is_empty(), "{:?}", again.created);
+    assert_eq!(again.group_id, report.group_id);
+    t.stop().await;
 }

@@ -463,6 +463,73 @@ async fn devices_speak_mqtt() {
     assert_eq!(health["data"]["firmware_version"], "1.4.2");
     assert_eq!(health["data"]["status_history"][0]["status"], "online");
 
+    // A device is a source of its organization: points naming it (its history sent again, a
+    // model's scores of its points) are taken through the API too; another id is not.
+    app.post(
+        "/telemetry",
+        &k,
+        json!({"data_source_id": a_id, "data": [{"asset_id": a_id, "tag_name": "pressure", "value": 4.1, "timestamp": now}]}),
+    )
+    .await
+    .expect(200);
+    app.post(
+        "/telemetry",
+        &k,
+        json!({"data": [{"asset_id": a_id, "tag_name": "pressure", "value": 4.1, "timestamp": now, "data_source_id": "nope"}]}),
+    )
+    .await
+    .expect(400);
+
+    // What its tags measure (an edge agent tells its cloud): recorded, a person's words win, a
+    // message with a bad range is dropped whole.
+    app.put(
+        &format!("/assets/{a_id}/tags/flow"),
+        &k,
+        json!({"unit": "m3/h"}),
+    )
+    .await
+    .expect(200);
+    let tags_topic = topics["tags"].as_str().unwrap();
+    dev.client
+        .publish(
+            tags_topic,
+            QoS::AtLeastOnce,
+            false,
+            json!({"tags": [{"asset_id": a_id, "tag_name": "level", "unit": "m",
+                             "eu_range": {"low": 5.0, "high": 1.0}}]})
+            .to_string(),
+        )
+        .await
+        .unwrap();
+    dev.client
+        .publish(
+            tags_topic,
+            QoS::AtLeastOnce,
+            false,
+            json!({"tags": [
+                {"asset_id": a_id, "tag_name": "pressure", "unit": "bar", "description": "Outlet pressure",
+                 "eu_range": {"low": 0.0, "high": 10.0}},
+                {"asset_id": a_id, "tag_name": "flow", "unit": "l/min"}]})
+            .to_string(),
+        )
+        .await
+        .unwrap();
+    let pressure_tag = wait_for("the device's word on its tag", 20, || async {
+        let r = app.get(&format!("/assets/{a_id}/tags/pressure"), &k).await;
+        r.json["data"]["unit"].is_string().then_some(r.json)
+    })
+    .await;
+    assert_eq!(pressure_tag["data"]["unit"], "bar", "{pressure_tag}");
+    assert_eq!(pressure_tag["data"]["eu_range"]["high"], 10.0);
+    let flow = app
+        .get(&format!("/assets/{a_id}/tags/flow"), &k)
+        .await
+        .expect(200);
+    assert_eq!(flow.json["data"]["unit"], "m3/h", "{}", flow.text);
+    app.get(&format!("/assets/{a_id}/tags/level"), &k)
+        .await
+        .expect(404);
+
     // A command: delivered as its JSON on the command topic, answered, recorded.
     let cmd = app
         .post(
