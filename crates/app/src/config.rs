@@ -73,6 +73,9 @@ pub struct EdgeSettings {
     /// SPEC 4.14's edge regional settings: where the agent forwards, and where it goes when
     /// its region fails.
     pub regions: plantd_model::edge_regions::EdgeRegions,
+    /// The kinds of asset the setup wizard offers (the binary fills them from the simulator's
+    /// catalog).
+    pub templates: Vec<plantd_model::provisioning::AssetTemplate>,
 }
 
 impl Default for EdgeSettings {
@@ -85,6 +88,7 @@ impl Default for EdgeSettings {
             heartbeat_interval: std::time::Duration::from_secs(30),
             backfill_points_per_second: 10_000,
             regions: Default::default(),
+            templates: Vec::new(),
         }
     }
 }

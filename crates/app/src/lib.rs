@@ -28,6 +28,7 @@ mod device_seen;
 pub mod discovery;
 pub mod edge_clone;
 pub mod edge_forward;
+pub mod edge_setup;
 pub mod edge_uplink;
 mod error;
 pub mod events;

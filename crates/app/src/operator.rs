@@ -151,32 +151,56 @@ pub async fn rotate_signing_key(store: &Store) -> Result<String, OperatorError> 
 pub struct FirstStart {
     pub org: Organization,
     pub email: String,
-    pub password: String,
+    /// `None`: the owner has none yet; the edge agent's setup wizard sets it.
+    pub password: Option<String>,
 }
 
 pub const FIRST_ADMIN_EMAIL: &str = "admin@localhost";
 
+/// The owner's password at a first start.
+pub enum FirstPassword {
+    /// A random one, printed once.
+    Random,
+    /// This one (the edge agent of `plantd up` takes its platform's).
+    Given(String),
+    /// None yet: the edge agent's setup wizard sets it with a setup code.
+    ByWizard,
+}
+
 /// On an empty database: creates organization `org_name` (enterprise) and the owner
-/// `admin@localhost` with `password` (`None`: a random one). Returns `None` when organizations
+/// `admin@localhost` with its password as `password` says. Returns `None` when organizations
 /// already exist.
 pub async fn first_start(
     store: &Store,
     org_name: &str,
-    password: Option<String>,
+    password: FirstPassword,
 ) -> Result<Option<FirstStart>, OperatorError> {
     if store.org_count().await? > 0 {
         return Ok(None);
     }
     let org = store.create_org(org_name, Tier::Enterprise).await?;
-    let password = password.unwrap_or_else(plantd_auth::generate_password);
-    create_user(
-        store,
-        Some(&org.id),
-        FIRST_ADMIN_EMAIL,
-        &password,
-        Role::Owner,
-    )
-    .await?;
+    let password = match password {
+        FirstPassword::Random => Some(plantd_auth::generate_password()),
+        FirstPassword::Given(p) => Some(p),
+        FirstPassword::ByWizard => None,
+    };
+    match &password {
+        Some(p) => {
+            create_user(store, Some(&org.id), FIRST_ADMIN_EMAIL, p, Role::Owner).await?;
+        }
+        None => {
+            let user = store
+                .create_user(NewUser {
+                    email: FIRST_ADMIN_EMAIL,
+                    name: "admin",
+                    password_hash: None,
+                })
+                .await?;
+            store
+                .add_member(&org.id, &user.id, Role::Owner, MemberStatus::Active)
+                .await?;
+        }
+    }
     Ok(Some(FirstStart {
         org,
         email: FIRST_ADMIN_EMAIL.into(),

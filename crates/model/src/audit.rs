@@ -180,6 +180,11 @@ audit_events! {
     UsbWatchRead => "usb_watch.read", DataSources, "usb_watch", Info;
     EdgeConfigRead => "edge.config_read", System, "edge", Info;
     EdgeEnroll => "edge.enroll", System, "edge", Warning;
+    EdgeSetupRead => "edge.setup_read", System, "edge", Info;
+    EdgeSetup => "edge.setup", System, "edge", Warning;
+    EdgeNetworkRead => "edge.network_read", System, "edge", Info;
+    EdgeNetworkChange => "edge.network_change", System, "edge", Critical;
+    EdgeTemplatesRead => "edge.templates_read", System, "edge", Info;
     ProvisioningCloudSync => "provisioned_asset.cloud_sync", DataSources, "provisioned_asset", Info;
     DiscoveryScan => "discovery.scan", DataSources, "discovery", Warning;
     ProvisioningClone => "provisioned_asset.clone", DataSources, "provisioned_asset", Info;

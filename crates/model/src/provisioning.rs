@@ -42,6 +42,28 @@ pub const EXTRA_KEYS: [&str; 7] = [
 /// first namespace of a server's own nodes).
 pub const OPCUA_NAMESPACE: u16 = 2;
 
+/// A kind of asset the setup wizard offers (the simulator's catalog): its sensors, each with
+/// its unit and the register the simulator's Modbus map holds it at (a float in two
+/// registers, in order), to become one import line once given an asset id, a host and a port.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct AssetTemplate {
+    /// The asset type (`centrifugal_pump`), also the template's name.
+    pub asset_type: String,
+    /// What a person reads (`Centrifugal pump`).
+    pub title: String,
+    pub sensors: Vec<TemplateSensor>,
+}
+
+/// One sensor of an [`AssetTemplate`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct TemplateSensor {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
+    /// Its first Modbus register (holding registers, a 32-bit float).
+    pub modbus_address: u16,
+}
+
 /// One sensor of an asset: a tag name, and where the protocol reads it (a Modbus register
 /// address, an OPC UA node id or index).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]

@@ -216,6 +216,7 @@ pub fn edge_settings(
         heartbeat_interval: heartbeat,
         backfill_points_per_second: backfill,
         regions,
+        templates: crate::edge::templates(),
     })
 }
 

@@ -4,6 +4,7 @@
 //! reading `plantd sim` over Modbus TCP and OPC UA), `demo` generated data with no device
 //! connection (the simulator's models, run here).
 
+use anyhow::Context;
 use plantd_app::App;
 use plantd_app::provisioning::Method;
 use plantd_model::Timestamp;
@@ -92,6 +93,43 @@ fn development_descriptions() -> Vec<(String, String, plantd_model::tag::TagDesc
     .collect()
 }
 
+/// The setup wizard's asset templates: the simulator's catalog, each numeric variable with its
+/// unit and its register in the simulator's Modbus map (a float in two registers, in order).
+pub(crate) fn templates() -> Vec<plantd_model::provisioning::AssetTemplate> {
+    use plantd_model::provisioning::{AssetTemplate, TemplateSensor};
+    use plantd_sim::catalog::{AssetType, DataType};
+    AssetType::ALL
+        .into_iter()
+        .map(|kind| {
+            let name = kind.name();
+            let mut title = name.replace('_', " ");
+            if let Some(first) = title.get_mut(0..1) {
+                first.make_ascii_uppercase();
+            }
+            let sensors = kind
+                .variables()
+                .into_iter()
+                .filter(|v| matches!(v.data_type, DataType::Float | DataType::Int))
+                .enumerate()
+                .map(|(k, v)| TemplateSensor {
+                    name: v.name,
+                    unit: v.unit.filter(|u| !u.trim().is_empty()),
+                    modbus_address: 2 * k as u16,
+                })
+                .collect();
+            AssetTemplate {
+                asset_type: name.to_string(),
+                title: if name == "hvac" {
+                    "HVAC unit".into()
+                } else {
+                    title
+                },
+                sensors,
+            }
+        })
+        .collect()
+}
+
 /// Enrolls with the cloud once (`--enroll`); a failure is said and the agent runs on without
 /// the cloud (enrolling again at the next start, or by `POST /v1/edge/enroll`).
 async fn enroll(app: &App, org_id: &str, run: &EdgeRun) {
@@ -124,6 +162,50 @@ async fn enroll(app: &App, org_id: &str, run: &EdgeRun) {
             println!("edge agent: cannot enroll with {cloud}: {e}; running without the cloud")
         }
     }
+}
+
+/// The setup wizard's code while the owner has no password: a new one at each start, printed
+/// with the wizard's address and kept in `<data dir>/setup-code` (readable by its owner only),
+/// which goes once the password is set.
+pub(crate) async fn announce_setup(
+    app: &App,
+    org_id: &str,
+    addr: &std::net::SocketAddr,
+    data_dir: &std::path::Path,
+) -> anyhow::Result<()> {
+    let file = data_dir.join(SETUP_CODE_FILE);
+    let Some(code) = app.issue_setup_code(org_id).await? else {
+        let _ = std::fs::remove_file(&file);
+        return Ok(());
+    };
+    write_private(&file, &format!("{code}\n"))
+        .with_context(|| format!("cannot write {}", file.display()))?;
+    let host = if addr.ip().is_unspecified() {
+        std::net::SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), addr.port())
+    } else {
+        *addr
+    };
+    println!("edge agent: set it up in a browser at http://{host}/setup");
+    println!("  setup code: {code}");
+    println!(
+        "  (it sets the password of {}; also in {}; a new code at each start until then)",
+        plantd_app::operator::FIRST_ADMIN_EMAIL,
+        file.display()
+    );
+    Ok(())
+}
+
+/// The file beside the database that holds the setup code while setup is pending.
+pub(crate) const SETUP_CODE_FILE: &str = "setup-code";
+
+/// Writes `text` to `path`, readable and writable by this user only.
+fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut o = std::fs::OpenOptions::new();
+    o.create(true).truncate(true).write(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+    o.open(path)?.write_all(text.as_bytes())
 }
 
 /// Starts the uplink to the cloud (it waits for the enrollment) and what the mode adds, and

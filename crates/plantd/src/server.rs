@@ -182,7 +182,13 @@ pub(crate) async fn serve(
     // first organization and its owner; the others receive them through replication.
     let regions = &cfg.api.regions;
     let first = if regions.region == regions.bootstrap_region() {
-        operator::first_start(&store, org_name, None).await?
+        // An edge agent's owner sets a password in its setup wizard; a platform's is printed.
+        let password = if edge.is_some() {
+            operator::FirstPassword::ByWizard
+        } else {
+            operator::FirstPassword::Random
+        };
+        operator::first_start(&store, org_name, password).await?
     } else {
         None
     };
@@ -271,6 +277,7 @@ pub(crate) async fn serve(
                 .first_org()
                 .await?
                 .context("the database has no organization")?;
+            crate::edge::announce_setup(&app, &org.id, &addr, &cfg.storage.data_dir).await?;
             crate::edge::start(&app, &org.id, run, stop.clone()).await?
         }
         None => Vec::new(),
@@ -305,7 +312,7 @@ pub(crate) async fn serve(
                     &cfg.storage.data_dir,
                     d.edge_listen,
                     (d.sim_port, d.sim_modbus_port),
-                    first.as_ref().map(|f| f.password.clone()),
+                    first.as_ref().and_then(|f| f.password.clone()),
                     stop.clone(),
                 )
                 .await?;
@@ -331,14 +338,22 @@ pub(crate) async fn serve(
                 "first start: created organization \"{}\" ({})",
                 first.org.name, first.org.id
             );
-            println!("  login email:    {}", first.email);
-            println!("  login password: {}", first.password);
-            if demo.is_some() {
-                println!("  (the same login opens the edge agent's console)");
+            match &first.password {
+                Some(_) => println!("  login email:    {}", first.email),
+                None => println!(
+                    "  login email:    {} (its password is set in the setup wizard, above)",
+                    first.email
+                ),
             }
-            println!(
-                "  (shown once; create an API key with: plantd keys create --name me --scopes admin)"
-            );
+            if let Some(password) = &first.password {
+                println!("  login password: {password}");
+                if demo.is_some() {
+                    println!("  (the same login opens the edge agent's console)");
+                }
+                println!(
+                    "  (shown once; create an API key with: plantd keys create --name me --scopes admin)"
+                );
+            }
         }
         None if demo.is_some() => println!(
             "log in as {} with the password printed at the first start",

@@ -66,6 +66,10 @@ pub(crate) async fn start(
     let store = plantd_store::Store::connect(&url)
         .await
         .with_context(|| format!("cannot open the edge agent's database {url}"))?;
+    let password = match password {
+        Some(p) => plantd_app::operator::FirstPassword::Given(p),
+        None => plantd_app::operator::FirstPassword::Random,
+    };
     plantd_app::operator::first_start(&store, "Edge", password).await?;
     let org_id = store
         .first_org()
@@ -89,6 +93,7 @@ pub(crate) async fn start(
     config.edge = Some(EdgeSettings {
         mode: DeploymentMode::Development,
         mqtt_url: Some(platform.mqtt.clone()),
+        templates: crate::edge::templates(),
         ..EdgeSettings::default()
     });
     let app = App::new(store.clone(), config.listening_on(addr));

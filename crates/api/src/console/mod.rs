@@ -24,6 +24,7 @@ mod page;
 mod provisioning;
 mod regions;
 mod session;
+mod setup;
 
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -37,9 +38,11 @@ use crate::pipeline::audit_as;
 use crate::state::AppState;
 
 const ADMINS_ONLY: &str = "this page is for owners and admins";
+/// The edge agent's setup wizard.
+const SETUP_PAGE: &str = "/setup";
 
 /// Every page of the console, in navigation order.
-pub(crate) static PAGES: [ConsolePage; 31] = [
+pub(crate) static PAGES: [ConsolePage; 32] = [
     ConsolePage {
         path: "/",
         title: "Overview",
@@ -289,6 +292,16 @@ pub(crate) static PAGES: [ConsolePage; 31] = [
         needs: None,
         route: || get(regions::page),
     },
+    // The edge agent's setup wizard: its first step without a session (the setup code), then
+    // for the logged-in owner (no navigation; linked from Provisioning on an agent).
+    ConsolePage {
+        path: SETUP_PAGE,
+        title: "Setup",
+        section: "/provisioning",
+        nav: false,
+        needs: None,
+        route: || get(setup::page),
+    },
     // Not a page of its own: the login form (no navigation, no session).
     ConsolePage {
         path: "/login",
@@ -324,6 +337,13 @@ pub fn router(state: AppState) -> Router<AppState> {
                 ),
             );
         }
+        if page.path == SETUP_PAGE {
+            route = route.merge(
+                audit_as(&state, AuditEvent::EdgeSetup, post(setup::set_password)).route_layer(
+                    axum::middleware::from_fn_with_state(state.clone(), crate::oauth_server::limit),
+                ),
+            );
+        }
         router = router.route(page.path, route);
     }
     router
@@ -332,7 +352,12 @@ pub fn router(state: AppState) -> Router<AppState> {
 }
 
 /// The embedded files: path under `/assets/`, content type, bytes.
-const ASSETS: [(&str, &str, &[u8]); 17] = [
+const ASSETS: [(&str, &str, &[u8]); 18] = [
+    (
+        "setup.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../../assets/setup.js"),
+    ),
     (
         "bi.js",
         "text/javascript; charset=utf-8",

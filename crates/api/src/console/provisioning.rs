@@ -26,7 +26,7 @@ pub(crate) async fn page(
         h1 { "Provisioning" }
         @if let Some(edge) = &edge {
             p id="edge-mode" {
-                "Edge agent in " strong { (edge.mode.as_str()) } " mode. Kept here: raw points "
+                "Edge agent in " strong { (edge.mode.as_str()) } " mode (" a href="/setup" { "setup wizard" } "). Kept here: raw points "
                 (edge.retention.raw_days) " days, 1-minute aggregates " (edge.retention.minute_days)
                 " days, 1-hour " (edge.retention.hour_days) " days, 1-day " (edge.retention.day_days)
                 " days, ML predictions " (edge.retention.ml_predictions_days) " days, alert history "

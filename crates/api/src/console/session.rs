@@ -77,7 +77,13 @@ fn login_form(status: StatusCode, next: &str, email: &str, error: Option<&str>) 
     r
 }
 
-pub(crate) async fn login_page(RawQuery(raw): RawQuery) -> Response {
+pub(crate) async fn login_page(State(state): State<AppState>, RawQuery(raw): RawQuery) -> Response {
+    // An edge agent whose owner has no password yet: its setup wizard instead.
+    if let Ok(Some(setup)) = state.app.edge_setup_state().await
+        && setup.pending
+    {
+        return Redirect::to("/setup").into_response();
+    }
     let q: LoginForm =
         serde_urlencoded::from_str(raw.as_deref().unwrap_or_default()).unwrap_or_default();
     login_form(StatusCode::OK, &local(q.next.as_deref()), "", None)

@@ -76,6 +76,11 @@ async fn login(
     ValidJson(body): ValidJson<Login>,
 ) -> ApiResult<Response> {
     let new = state.app.login(body, &trail).await?;
+    Ok(login_answer(&state, new))
+}
+
+/// A new session's answer: its token and user, the `plantd_session` cookie, never cached.
+pub(crate) fn login_answer(state: &AppState, new: plantd_app::sessions::NewLogin) -> Response {
     let cookie = csrf::set_cookie(&new.token, state.app.issuer());
     let mut response = ok(LoginAnswer {
         session_token: new.token,
@@ -94,7 +99,7 @@ async fn login(
     response
         .headers_mut()
         .insert(header::CACHE_CONTROL, "no-store".parse().expect("static"));
-    Ok(response)
+    response
 }
 
 /// End the session the request was made with (and clear its cookie).

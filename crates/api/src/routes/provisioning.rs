@@ -2,9 +2,11 @@
 //! assets imported from a CSV, a YAML file or a QR label become data sources named by their
 //! asset ids, the list of what was provisioned, and the edge agent's configuration.
 
+use axum::Extension;
 use axum::extract::{FromRequest, Multipart, Request, State};
 use axum::http::header::CONTENT_TYPE;
 use axum::response::Response;
+use plantd_app::access::AuditTrail;
 use plantd_app::edge_uplink::EdgeConfigView;
 use plantd_app::provisioning::{FileFormat, ImportReport, MAX_IMPORT_BYTES, Method};
 use plantd_model::Scope::{Admin, ReadAssets, WriteAssets};
@@ -51,6 +53,17 @@ pub(crate) fn routes() -> Vec<Route> {
             Policy::scope(ReadAssets, AuditEvent::EdgeConfigRead)
         ),
         route!(enroll, Policy::scope(Admin, AuditEvent::EdgeEnroll)),
+        route!(setup_state, Policy::public(AuditEvent::EdgeSetupRead)),
+        route!(setup, Policy::public(AuditEvent::EdgeSetup)),
+        route!(network, Policy::scope(Admin, AuditEvent::EdgeNetworkRead)),
+        route!(
+            change_network,
+            Policy::scope(Admin, AuditEvent::EdgeNetworkChange)
+        ),
+        route!(
+            templates,
+            Policy::scope(ReadAssets, AuditEvent::EdgeTemplatesRead)
+        ),
         route!(
             clone,
             Policy::scope(WriteAssets, AuditEvent::ProvisioningClone)
@@ -271,6 +284,69 @@ async fn enroll(
         .app
         .enroll(&caller.org_id, &body.cloud_url, &body.token)
         .await?))
+}
+
+/// Whether the agent's setup wizard waits for the owner's password (the console's `/setup`);
+/// 404 on an instance that is not an edge agent.
+#[utoipa::path(get, path = "/edge/setup", tag = "provisioning", security(()),
+    responses((status = 200, body = Data<plantd_app::edge_setup::SetupState>),
+        (status = 404, description = "This instance is not an edge agent (`plantd edge`)")))]
+async fn setup_state(State(state): State<AppState>) -> ApiResult<Response> {
+    let setup = state
+        .app
+        .edge_setup_state()
+        .await?
+        .ok_or(ApiError::NotFound(
+            "setup (this instance is not an edge agent: `plantd edge`)".into(),
+        ))?;
+    Ok(ok(setup))
+}
+
+/// The wizard's first step: the setup code the agent printed sets the owner's password
+/// (`admin@localhost`) and logs in (the answer of `POST /v1/auth/login`). The code works once;
+/// 409 `setup_done` once the password is set.
+#[utoipa::path(post, path = "/edge/setup", tag = "provisioning", security(()),
+    request_body = plantd_app::edge_setup::SetupPassword,
+    responses((status = 200, body = Data<crate::routes::auth::LoginAnswer>),
+        (status = 400, description = "A wrong or used setup code (`setup_code`), or a password the rules refuse"),
+        (status = 409, description = "The password is set already (`setup_done`)")))]
+async fn setup(
+    State(state): State<AppState>,
+    Extension(trail): Extension<AuditTrail>,
+    ValidJson(body): ValidJson<plantd_app::edge_setup::SetupPassword>,
+) -> ApiResult<Response> {
+    let new = state.app.finish_edge_setup(body, &trail).await?;
+    Ok(crate::routes::auth::login_answer(&state, new))
+}
+
+/// The host's network as the agent sees it (interfaces, addresses, gateways, name servers)
+/// and whether `PUT` can change it here. Admin only.
+#[utoipa::path(get, path = "/edge/network", tag = "provisioning",
+    responses((status = 200, body = Data<plantd_app::edge_setup::HostNetwork>)))]
+async fn network(State(state): State<AppState>, _caller: Auth) -> ApiResult<Response> {
+    Ok(ok(state.app.host_network().await?))
+}
+
+/// Set an interface's IPv4 settings (DHCP, or a static address, gateway and name servers)
+/// through NetworkManager; 409 `network_not_applicable` on a host without it. Admin only.
+#[utoipa::path(put, path = "/edge/network", tag = "provisioning",
+    request_body = plantd_app::edge_setup::NetworkChange,
+    responses((status = 200, body = Data<plantd_app::edge_setup::HostNetwork>),
+        (status = 409, description = "This host's network cannot be set from here (`network_not_applicable`), or NetworkManager refused (`network_change_failed`)")))]
+async fn change_network(
+    State(state): State<AppState>,
+    _caller: Auth,
+    ValidJson(body): ValidJson<plantd_app::edge_setup::NetworkChange>,
+) -> ApiResult<Response> {
+    Ok(ok(state.app.apply_network(body).await?))
+}
+
+/// The kinds of asset the setup wizard offers: each one's sensors with their units and
+/// registers in the simulator's Modbus map, to fill a CSV import line.
+#[utoipa::path(get, path = "/edge/templates", tag = "provisioning",
+    responses((status = 200, body = Data<Vec<plantd_model::provisioning::AssetTemplate>>)))]
+async fn templates(State(state): State<AppState>, _caller: Auth) -> ApiResult<Response> {
+    Ok(ok(state.app.edge_templates()?))
 }
 
 /// Pull the assets registered for this agent in the cloud (`PUT /v1/fleet/devices/{id}/assets`

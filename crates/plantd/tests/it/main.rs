@@ -18,6 +18,7 @@ mod dashboards;
 mod data_sources;
 mod discovery;
 mod edge;
+mod edge_setup;
 mod edge_uplink;
 mod fleet;
 mod identity;
