@@ -5,7 +5,8 @@
 //! follow the stream, works the ML pages (datasets, labeling, training followed live, a model
 //! tested, deployed and undeployed), runs SQL in SQL Lab (table, chart, saved, a refusal with
 //! its position) and tests a row-level-security rule, provisions assets from a CSV and a QR
-//! label, and finds no errors in the browser's console. Screenshots
+//! label, adds a pump from a template in the edge agent's setup wizard, and finds no errors in
+//! the browser's console. Screenshots
 //! go to a folder the test prints.
 
 use plantd_test_support::ServerProcess;
@@ -47,7 +48,18 @@ async fn the_console_in_a_real_browser() {
     let sim = server
         .printed_after("simulator: ")
         .expect("simulator printed");
+    let modbus = sim
+        .split("Modbus TCP ")
+        .nth(1)
+        .and_then(|m| m.split_whitespace().next())
+        .and_then(|m| m.rsplit(':').next())
+        .expect("the simulator's Modbus port printed")
+        .to_string();
     let sim = sim.split_whitespace().next().unwrap().to_string();
+    let edge = server
+        .printed_after("edge agent: http://")
+        .expect("the edge agent printed");
+    let edge = format!("http://{}", edge.split_whitespace().next().unwrap());
     let shots = std::env::temp_dir().join("plantd-console-screenshots");
     let _ = std::fs::remove_dir_all(&shots);
     std::fs::create_dir_all(&shots).unwrap();
@@ -59,6 +71,8 @@ async fn the_console_in_a_real_browser() {
         .arg(&password)
         .arg(&shots)
         .arg(&sim)
+        .arg(&edge)
+        .arg(&modbus)
         .output()
         .await
         .unwrap();
@@ -92,6 +106,7 @@ async fn the_console_in_a_real_browser() {
         "embed_page",
         "regions_page",
         "provisioning_page",
+        "edge_setup",
         "no_console_errors",
     ] {
         assert!(
