@@ -1,7 +1,8 @@
 //! Network discovery (issue 34, SPEC 4.15 `POST /v1/api/discover/scan`): the addresses a caller
 //! names probed for Modbus TCP, OPC UA, BACnet/IP and EtherNet/IP devices at once (the probes
-//! are `plantd_connectors::discovery`), each answer with what it said of itself and, for the
-//! protocols the edge reads, the fields of an import row.
+//! are `plantd_connectors::discovery`; OPC UA servers are also browsed for by mDNS,
+//! `plantd_connectors::mdns`), each answer with what it said of itself and, for the protocols
+//! the edge reads, the fields of an import row.
 
 use futures_util::StreamExt;
 use plantd_connectors::discovery::{self as probe, Found};
@@ -110,10 +111,54 @@ impl App {
                 }
             }
         };
-        let (mut found, bacnet, enip) =
-            tokio::join!(tcp_found, udp(Protocol::Bacnet), udp(Protocol::EthernetIp));
+        let announced = async {
+            if plan.protocols.contains(&Protocol::Opcua) {
+                plantd_connectors::mdns::opcua_announced(&addresses, UDP_WAIT).await
+            } else {
+                Ok(Vec::new())
+            }
+        };
+        let (mut found, bacnet, enip, announced) = tokio::join!(
+            tcp_found,
+            udp(Protocol::Bacnet),
+            udp(Protocol::EthernetIp),
+            announced
+        );
         for answers in [bacnet, enip] {
             found.extend(answers.map_err(|e| crate::error::AppError::internal("discovery", e))?);
+        }
+        // An OPC UA server that announced itself: what it said joins what its port answered
+        // (or it is found by its announcement alone, at a port no probe named). mDNS needs
+        // multicast on the local link: without it, the probes' answers stand.
+        match announced {
+            Ok(servers) => {
+                for a in servers {
+                    match found.iter_mut().find(|f| {
+                        f.protocol == Protocol::Opcua && f.host == a.host && f.port == a.port
+                    }) {
+                        Some(f) => {
+                            if let (Some(have), Some(said)) =
+                                (f.identity.as_object_mut(), a.identity.as_object())
+                            {
+                                for (k, v) in said {
+                                    have.entry(k.clone()).or_insert(v.clone());
+                                }
+                            }
+                        }
+                        None => {
+                            // Found by its announcement alone: does it answer OPC UA there?
+                            let mut a = a;
+                            let answered =
+                                probe::opcua(SocketAddr::new(a.host, a.port), TCP_TIMEOUT).await;
+                            if let Some(o) = a.identity.as_object_mut() {
+                                o.insert("acknowledged".into(), json!(answered.is_some()));
+                            }
+                            found.push(a);
+                        }
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "discovery: mDNS browsing is not available here"),
         }
         found.sort_by_key(|f| (f.host, f.protocol.as_str(), f.port));
         Ok(ScanReport {

@@ -9,6 +9,7 @@
 
 mod browse;
 pub mod discovery;
+pub mod mdns;
 pub mod modbus;
 pub mod mqtt;
 pub mod net;

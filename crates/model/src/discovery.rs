@@ -11,6 +11,10 @@ pub const MAX_ADDRESSES: usize = 1024;
 /// TCP probes (addresses x ports) one scan makes at most.
 pub const MAX_TCP_PROBES: usize = 4096;
 
+/// The DNS-SD service type OPC UA servers announce over mDNS (OPC UA Part 12, 4.3.4; its TXT
+/// record's `path` is the endpoint's path, `caps` the server's capabilities).
+pub const OPCUA_MDNS_SERVICE: &str = "_opcua-tcp._tcp.local.";
+
 /// A protocol discovery knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]

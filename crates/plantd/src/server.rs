@@ -76,6 +76,8 @@ async fn start_simulator(
         opcua_port: port,
         api_port: 0,
         modbus_port: Some(modbus_port),
+        // The edge agent of `plantd up` reads it by address; discovery finds it announced.
+        mdns: true,
         seed: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64),

@@ -32,6 +32,10 @@ pub enum SimCommand {
         /// [default: ./pki-sim].
         #[arg(long)]
         pki_dir: Option<PathBuf>,
+        /// Do not announce the OPC UA server over mDNS (`_opcua-tcp._tcp`; announced by default,
+        /// as discovery finds OPC UA servers).
+        #[arg(long)]
+        no_mdns: bool,
     },
     /// Replace a running server's configuration with a YAML file.
     Config {
@@ -117,6 +121,7 @@ pub async fn run(command: SimCommand) -> anyhow::Result<()> {
             config,
             seed,
             pki_dir,
+            no_mdns,
         } => {
             let config = match &config {
                 Some(path) => plantd_sim::SimConfig::load(path)
@@ -128,6 +133,7 @@ pub async fn run(command: SimCommand) -> anyhow::Result<()> {
                 opcua_port: port.unwrap_or(config.port),
                 api_port,
                 modbus_port: Some(modbus_port),
+                mdns: !no_mdns,
                 seed: seed.unwrap_or_else(rand_seed),
                 pki_dir: pki_dir.unwrap_or_else(|| PathBuf::from("pki-sim")),
                 ready: None,

@@ -1,6 +1,7 @@
 //! `plantd sim`: a simulated plant (SPEC 2.17, 4.16). Pure simulation here (assets, patterns,
 //! scenarios, configuration); the OPC UA server and the control API serve it.
 
+pub mod announce;
 pub mod catalog;
 pub mod config;
 pub mod control;

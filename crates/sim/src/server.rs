@@ -15,6 +15,8 @@ pub struct Options {
     pub api_port: u16,
     /// Modbus TCP port (`None`: no Modbus server).
     pub modbus_port: Option<u16>,
+    /// Announce the OPC UA server over mDNS (`_opcua-tcp._tcp`).
+    pub mdns: bool,
     pub seed: u64,
     /// Where the server's certificate is created on first start (and trusted client
     /// certificates are kept).
@@ -73,6 +75,18 @@ pub async fn run(
             Some((port, map, task))
         }
         None => None,
+    };
+    // Announced as OPC UA servers are (Part 12); a host without multicast still serves.
+    let announcement = if options.mdns {
+        match crate::announce::announce(&options.host, opcua_port) {
+            Ok(a) => Some(a),
+            Err(e) => {
+                tracing::warn!(error = %e, "the OPC UA server is not announced over mDNS");
+                None
+            }
+        }
+    } else {
+        None
     };
     let (server, handle) =
         crate::opcua::build(&config, &options.host, opcua_port, &options.pki_dir)?;
@@ -145,6 +159,9 @@ pub async fn run(
                     println!("  {line}");
                 }
             }
+            if let Some(a) = &announcement {
+                println!("mDNS: announced as \"{}\"", a.fullname);
+            }
             println!("control API: http://{}:{api_port}/api/status", options.host);
             println!("certificates: {}", options.pki_dir.display());
         }
@@ -161,6 +178,9 @@ pub async fn run(
     publisher.abort();
     if let Some((_, _, task)) = modbus {
         task.abort();
+    }
+    if let Some(a) = announcement {
+        a.withdraw().await;
     }
     let _ = tokio::time::timeout(Duration::from_secs(5), opcua_task).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), api_task).await;

@@ -1,12 +1,21 @@
 //! Network discovery (issue 34, `POST /v1/api/discover/scan`): the simulator (a child process)
-//! is found over Modbus TCP (its device identification) and OPC UA (Hello), with what one more
-//! call needs to provision it; an independent BACnet/IP device (bacpypes3) answers Who-Is and
+//! is found over Modbus TCP (its device identification) and OPC UA (Hello, and its mDNS
+//! announcement without its port named, which python-zeroconf also reads), with what one more
+//! call needs to provision it; a server python-zeroconf announces is found; an independent BACnet/IP device (bacpypes3) answers Who-Is and
 //! an independent EtherNet/IP adapter (cpppo) List Identity; bad requests are named; admin only.
 
 use crate::connectors::start_sim;
 use plantd_model::Scope;
 use plantd_test_support::{ServerProcess, spawn_app, wait_for};
 use serde_json::{Value, json};
+
+/// This machine's name, as the simulator announces it.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_string()
+}
 
 fn interop(script: &str) -> String {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -55,7 +64,14 @@ async fn a_scan_finds_the_simulator_and_independent_devices() {
         )
         .await
         .expect(200);
-    let found = r.json["data"]["found"].as_array().unwrap().clone();
+    // (Other tests' simulators announce themselves on this host too: only this one's ports.)
+    let found: Vec<Value> = r.json["data"]["found"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["port"] == m || f["port"] == o)
+        .cloned()
+        .collect();
     assert_eq!(found.len(), 2, "{}", r.text);
     let modbus = found.iter().find(|f| f["protocol"] == "modbus").unwrap();
     assert_eq!(modbus["port"], m);
@@ -65,6 +81,54 @@ async fn a_scan_finds_the_simulator_and_independent_devices() {
     assert_eq!(opcua["port"], o);
     assert_eq!(opcua["identity"]["acknowledged"], true);
     assert_eq!(r.json["data"]["scanned_addresses"], 1);
+    // The simulator announces its OPC UA server over mDNS: found without naming its port.
+    let r = app
+        .post(
+            path,
+            &k,
+            json!({"hosts": ["127.0.0.1"], "ports": [m], "protocols": ["opcua"]}),
+        )
+        .await
+        .expect(200);
+    let announced = r.json["data"]["found"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["port"] == o)
+        .cloned()
+        .unwrap_or_else(|| panic!("the simulator announced over mDNS: {}", r.text));
+    assert_eq!(announced["protocol"], "opcua");
+    assert_eq!(
+        announced["identity"]["endpoint_url"],
+        format!("opc.tcp://127.0.0.1:{o}/")
+    );
+    assert_eq!(
+        announced["identity"]["mdns_name"],
+        format!("plantd simulator on {} port {o}", hostname())
+    );
+    assert_eq!(announced["identity"]["acknowledged"], true);
+    assert_eq!(announced["provision"]["port"], o);
+    // An independent mDNS implementation (python-zeroconf) reads the announcement.
+    if let Some(python) = plantd_test_support::peer(
+        "PLANTD_TEST_PYTHON_MDNS",
+        "to a python3 with zeroconf installed",
+    ) {
+        let out = std::process::Command::new(&python)
+            .args([&interop("mdns_peer.py"), "browse", &o.to_string()])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(seen["addresses"], json!(["127.0.0.1"]));
+        assert_eq!(
+            (seen["path"].clone(), seen["caps"].clone()),
+            (json!("/"), json!("DA"))
+        );
+    }
     // One more call provisions it: the row is the discovery's, plus id, type and sensors.
     let row = modbus["provision"].clone();
     let r = app
@@ -89,6 +153,45 @@ async fn a_scan_finds_the_simulator_and_independent_devices() {
         .expect(200);
     assert_eq!(r.json["data"]["found"], json!([]));
     sim.stop();
+
+    // A server announced by python-zeroconf is found (with its path), and said not to answer
+    // OPC UA where nothing listens.
+    if let Some(python) = plantd_test_support::peer(
+        "PLANTD_TEST_PYTHON_MDNS",
+        "to a python3 with zeroconf installed",
+    ) {
+        let mut peer = ServerProcess::launch(
+            &python,
+            &[&interop("mdns_peer.py"), "announce", &closed.to_string()],
+            "ready",
+        );
+        let server = wait_for("the server python-zeroconf announces", 30, || async {
+            let r = app
+                .post(
+                    path,
+                    &k,
+                    json!({"hosts": ["127.0.0.1"], "ports": [closed], "protocols": ["opcua"]}),
+                )
+                .await
+                .expect(200);
+            r.json["data"]["found"]
+                .as_array()?
+                .iter()
+                .find(|f| f["port"] == closed)
+                .cloned()
+        })
+        .await;
+        assert_eq!(
+            server["identity"]["endpoint_url"],
+            format!("opc.tcp://127.0.0.1:{closed}/plc")
+        );
+        assert_eq!(
+            server["identity"]["mdns_name"],
+            format!("zeroconf plc {closed}")
+        );
+        assert_eq!(server["identity"]["acknowledged"], false);
+        peer.stop("TERM");
+    }
 
     // Independent responders from PyPI.
     let Some(python) = plantd_test_support::peer(
