@@ -390,7 +390,6 @@ impl App {
     /// Every named data source must be one of the organization's (or the device that sends
     /// the batch): the batch's is named `data_source_id`, a point's own (when it differs)
     /// `data[i].data_source_id`.
-    /// (Sources other than data sources a batch may name: the devices looked up at most.)
     async fn check_sources(
         &self,
         org_id: &str,

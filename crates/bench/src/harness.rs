@@ -32,6 +32,8 @@ pub(crate) enum Suite {
     Licenses,
     /// The MQTT device channel with thousands of devices, beside Mosquitto.
     Fleet,
+    /// The edge agent with 1,000 tags at 1 Hz: memory and disk against the Hub Pro's budget.
+    Edge,
     /// A firmware deployment to a fleet, and package downloads beside python3 -m http.server.
     Ota,
     /// An ML dataset's upload, validation and profile, beside pandas on the same file.
@@ -196,6 +198,16 @@ pub(crate) fn spawn_server(
     database_url: Option<&str>,
     extra: &[&str],
 ) -> Result<Server> {
+    spawn_command(o, "serve", database_url, extra)
+}
+
+/// [`spawn_server`] with another server command (`edge`: the edge agent).
+pub(crate) fn spawn_command(
+    o: &Options,
+    command: &str,
+    database_url: Option<&str>,
+    extra: &[&str],
+) -> Result<Server> {
     let dir = std::env::temp_dir().join(format!(
         "plantd-bench-{}-{}",
         std::process::id(),
@@ -224,7 +236,7 @@ pub(crate) fn spawn_server(
         &["--listen", "127.0.0.1:0"]
     };
     let mut child = Command::new(&o.plantd_path)
-        .arg("serve")
+        .arg(command)
         .args(listen)
         .args(extra)
         .args(&storage)
@@ -248,7 +260,7 @@ pub(crate) fn spawn_server(
     }
     std::thread::spawn(move || for _ in lines {});
     if addr.is_empty() {
-        bail!("plantd serve did not start");
+        bail!("plantd {command} did not start");
     }
     Ok(Server {
         child,
@@ -492,6 +504,7 @@ pub(crate) fn request_table(what: &str, connections: usize, o: &Options, note: &
 pub(crate) fn stop_child(child: &mut std::process::Child, dir: &std::path::Path) {
     let _ = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
+        .stderr(Stdio::null())
         .status();
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(dir);

@@ -1,0 +1,210 @@
+//! `plantd-bench edge`: the edge agent (`plantd edge`, SQLite, the edge retention) with 1,000
+//! tags against the SPEC's smallest box (Hub Pro: 256 MiB for the agent, 7 days of raw points
+//! in 2 GB). First an hour of those tags at 1 Hz sent in order as fast as the agent takes it
+//! (a backfill: what a connector's scans of an hour hold, one point per tag per batch), then
+//! `--duration` seconds live at 1 Hz (1,000 points a second, each second's batch at its time)
+//! while its memory is sampled; then a graceful stop and the data directory's size. Prints each
+//! figure beside its budget.
+
+use anyhow::{Result, bail};
+use hyper::body::Bytes;
+use std::time::{Duration, Instant};
+
+use crate::harness::{Options, connect, spawn_command, stop_child};
+use crate::sim::rss_mib;
+use crate::telemetry::{create_keys, now_ms, post, rfc3339};
+
+/// Tags of the agent (10 assets of 100 tags).
+const TAGS: usize = 1_000;
+const ASSETS: usize = 10;
+/// Seconds of the backfill (one hour).
+const BACKFILL_SECS: i64 = 3_600;
+/// The Hub Pro's budget for the agent.
+const MEMORY_BUDGET_MIB: f64 = 256.0;
+const DISK_BUDGET_GB: f64 = 2.0;
+
+/// One scan of every tag at `ts` (ms): a batch of 1,000 points.
+fn scan(ts: i64, k: i64) -> Bytes {
+    let at = rfc3339(ts);
+    let mut s = String::with_capacity(TAGS * 90);
+    s.push_str("{\"data\":[");
+    for i in 0..TAGS {
+        if i > 0 {
+            s.push(',');
+        }
+        // A value that moves as a sensor's does: a slow wave per tag with a little noise.
+        let v = 50.0
+            + 20.0 * ((k as f64 / 60.0) + i as f64).sin()
+            + ((k * 7 + i as i64) % 13) as f64 / 100.0;
+        s.push_str(&format!(
+            "{{\"asset_id\":\"Asset_{:02}\",\"tag_name\":\"Tag_{:03}\",\"value\":{v:.3},\"timestamp\":\"{at}\"}}",
+            i / (TAGS / ASSETS),
+            i % (TAGS / ASSETS)
+        ));
+    }
+    s.push_str("]}");
+    Bytes::from(s)
+}
+
+fn dir_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| match e.metadata() {
+                    Ok(m) if m.is_dir() => dir_bytes(&e.path()),
+                    Ok(m) => m.len(),
+                    Err(_) => 0,
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// The bytes of a SQLite database's pages in use: its file less its free pages (what the
+/// telemetry log freed once flushed, which SQLite reuses for the next points).
+async fn pages_in_use(db: &std::path::Path) -> Result<u64> {
+    use sqlx::Row;
+    let url = format!("sqlite://{}?mode=ro", db.display());
+    let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(&url).await?;
+    let mut read = async |pragma: &str| -> Result<i64> {
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!("PRAGMA {pragma}")))
+            .fetch_one(&mut conn)
+            .await?;
+        Ok(row.try_get(0)?)
+    };
+    let (size, count, free) = (
+        read("page_size").await?,
+        read("page_count").await?,
+        read("freelist_count").await?,
+    );
+    Ok((size * (count - free)) as u64)
+}
+
+/// The peak resident set of `pid` (`VmHWM`), MiB.
+fn peak_mib(pid: u32) -> Result<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .map(|v| v.trim().trim_end_matches("kB").trim().parse())
+        .transpose()?
+        .unwrap_or(0.0);
+    Ok(kb / 1024.0)
+}
+
+pub(crate) async fn run(o: &Options) -> Result<()> {
+    let server = spawn_command(o, "edge", None, &["--mode", "production"])?;
+    // Keys enough that SPEC 8.5's 1,000 ingest requests a minute per key do not bind (a
+    // connector's scans do not go through the API; this benchmark stands in for them).
+    let keys = create_keys(o, &server, 8)?;
+    let key = keys[0].clone();
+    let pid = server.child.id();
+    let addr = server.addr.clone();
+    println!(
+        "edge agent: {TAGS} tags ({ASSETS} assets), SQLite, durable acks; {}",
+        o.plantd_path.display()
+    );
+
+    // An hour of scans, oldest first, on 2 connections.
+    let start = now_ms() - (BACKFILL_SECS + o.duration.as_secs() as i64 + 60) * 1000;
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for c in 0..2i64 {
+        let (addr, keys) = (addr.clone(), keys.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut sender = connect(&addr).await?;
+            let mut k = c;
+            while k < BACKFILL_SECS {
+                let key = &keys[(k as usize / 2) % keys.len()];
+                let status = post(&mut sender, &addr, key, scan(start + k * 1000, k)).await?;
+                if status != 200 {
+                    bail!("ingest answered {status}");
+                }
+                k += 2;
+            }
+            Ok::<_, anyhow::Error>(())
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    let backfill_secs = started.elapsed().as_secs_f64();
+    let backfilled = BACKFILL_SECS as f64 * TAGS as f64;
+    let after_backfill = rss_mib(pid)?;
+
+    // Live: one scan a second at its time.
+    let mut sender = connect(&addr).await?;
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut live_rss: Vec<f64> = Vec::new();
+    let seconds = o.duration.as_secs().max(1) as i64;
+    for k in 0..seconds {
+        tick.tick().await;
+        let status = post(&mut sender, &addr, &key, scan(now_ms(), BACKFILL_SECS + k)).await?;
+        if status != 200 {
+            bail!("live ingest answered {status}");
+        }
+        live_rss.push(rss_mib(pid)?);
+    }
+    let peak = peak_mib(pid)?;
+    let points = backfilled + (seconds as f64) * TAGS as f64;
+    let dir = server.dir.clone();
+    let mut server = server;
+    // A graceful stop (the store closed, its log checkpointed), then the directory's size;
+    // stop_child removes the directory, so it is measured first with the child stopped.
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
+    let _ = server.child.wait();
+    let bytes = dir_bytes(&dir);
+    let in_use = pages_in_use(&dir.join("plantd.db")).await?;
+    // PLANTD_BENCH_KEEP: keep a copy of the data directory to look into.
+    if let Ok(keep) = std::env::var("PLANTD_BENCH_KEEP") {
+        let _ = std::process::Command::new("cp")
+            .args(["-r", &dir.display().to_string(), &keep])
+            .status();
+    }
+    stop_child(&mut server.child, &dir);
+
+    let per_point = bytes as f64 / points;
+    let used_per_point = in_use as f64 / points;
+    let week_gb = used_per_point * TAGS as f64 * 86_400.0 * 7.0 / 1e9;
+    let live_max = live_rss.iter().cloned().fold(0.0, f64::max);
+    println!();
+    println!("{:<58} {:>12} {:>12}", "figure", "plantd edge", "budget");
+    println!(
+        "{:<58} {:>12.0} {:>12}",
+        "backfill: an hour of 1,000 tags stored, points/s",
+        backfilled / backfill_secs,
+        "-"
+    );
+    println!(
+        "{:<58} {:>12.1} {:>12.0}",
+        "memory after the backfill, RSS MiB", after_backfill, MEMORY_BUDGET_MIB
+    );
+    println!(
+        "{:<58} {:>12.1} {:>12.0}",
+        format!("memory live at 1 Hz ({seconds} s), highest RSS MiB"),
+        live_max,
+        MEMORY_BUDGET_MIB
+    );
+    println!(
+        "{:<58} {:>12.1} {:>12.0}",
+        "memory, peak of the whole run (VmHWM) MiB", peak, MEMORY_BUDGET_MIB
+    );
+    println!(
+        "{:<58} {:>12.2} {:>12}",
+        format!("disk after a graceful stop, bytes a point ({points:.0} points)"),
+        per_point,
+        "-"
+    );
+    println!(
+        "{:<58} {:>12.2} {:>12}",
+        "  of which in use (pages not free), bytes a point", used_per_point, "-"
+    );
+    println!(
+        "{:<58} {:>12.2} {:>12.1}",
+        "7 days of 1,000 tags at 1 Hz at the in-use rate, GB", week_gb, DISK_BUDGET_GB
+    );
+    Ok(())
+}
