@@ -20,6 +20,11 @@ fn run(args: &[&str]) -> (bool, String, String) {
     )
 }
 
+/// The JSON a request answers, or `None` when it cannot be had (yet).
+async fn get_json(request: reqwest::RequestBuilder) -> Option<serde_json::Value> {
+    request.send().await.ok()?.json().await.ok()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn first_start_operator_commands_and_graceful_shutdown() {
     let (db_url, temp_dir) = plantd_test_support::fresh_database().await;
@@ -475,15 +480,12 @@ async fn a_healthy_first_start_ends_with_the_welcome() {
         .unwrap()
         .to_string();
     plantd_test_support::wait_for("live values from the simulator", 60, || async {
-        let latest: serde_json::Value = client
-            .get(format!("{base}/v1/telemetry/latest?asset_id=Pump_01"))
-            .bearer_auth(&token)
-            .send()
-            .await
-            .ok()?
-            .json()
-            .await
-            .ok()?;
+        let latest = get_json(
+            client
+                .get(format!("{base}/v1/telemetry/latest?asset_id=Pump_01"))
+                .bearer_auth(&token),
+        )
+        .await?;
         latest["data"]
             .as_array()
             .filter(|a| a.len() > 5)
@@ -492,14 +494,7 @@ async fn a_healthy_first_start_ends_with_the_welcome() {
     .await;
     // The edge agent reads the motor and the HVAC unit over OPC UA: a session of its own.
     plantd_test_support::wait_for("an OPC UA session on the simulator", 60, || async {
-        let status: serde_json::Value = client
-            .get(format!("{control}/api/status"))
-            .send()
-            .await
-            .ok()?
-            .json()
-            .await
-            .ok()?;
+        let status = get_json(client.get(format!("{control}/api/status"))).await?;
         (status["data"]["sessions"].as_u64().unwrap_or(0) >= 1).then_some(())
     })
     .await;

@@ -316,6 +316,11 @@ pub(crate) fn start_agent_with_env(
     all.extend_from_slice(args);
     let mut agent = plantd_test_support::ServerProcess::launch_with_env(BIN, &all, env, "stop:");
     agent.base = agent.printed_after("listening on ").unwrap();
+    (agent, admin_key(dir))
+}
+
+/// A new admin key of the agent whose data is in `dir` (`plantd keys create`).
+pub(crate) fn admin_key(dir: &str) -> String {
     let (ok, key, err) = run(&[
         "keys",
         "create",
@@ -327,7 +332,7 @@ pub(crate) fn start_agent_with_env(
         dir,
     ]);
     assert!(ok, "{err}");
-    (agent, key.trim().to_string())
+    key.trim().to_string()
 }
 
 /// A one-use enrollment token of `cloud`.

@@ -5,11 +5,15 @@
 //! stand-in for `nmcli` that answers as NetworkManager does), the asset templates and an asset
 //! added from one; a platform has no wizard; a restart after setup prints no code.
 
-use crate::edge::{BIN, run};
+use crate::edge::{BIN, admin_key};
 use plantd_test_support::{ServerProcess, spawn_app};
 use serde_json::{Value, json};
 
 use crate::console::browser as no_redirects;
+
+async fn get(url: &str, token: Option<&str>) -> (u16, Value) {
+    call(reqwest::Method::GET, url, token, None).await
+}
 
 async fn call(
     method: reqwest::Method,
@@ -83,35 +87,12 @@ async fn the_setup_wizard_sets_the_password_then_the_network_and_assets() {
     );
 
     // An API key works before the wizard.
-    let (ok, key, err) = run(&[
-        "keys",
-        "create",
-        "--name",
-        "ops",
-        "--scopes",
-        "admin",
-        "--data-dir",
-        data,
-    ]);
-    assert!(ok, "{err}");
-    let key = key.trim().to_string();
-    let (status, _) = call(
-        reqwest::Method::GET,
-        &format!("{base}/v1/edge/config"),
-        Some(&key),
-        None,
-    )
-    .await;
+    let key = admin_key(data);
+    let (status, _) = get(&format!("{base}/v1/edge/config"), Some(&key)).await;
     assert_eq!(status, 200);
 
     // Pending: the login page leads to the wizard, whose first step asks for the code.
-    let (status, state) = call(
-        reqwest::Method::GET,
-        &format!("{base}/v1/edge/setup"),
-        None,
-        None,
-    )
-    .await;
+    let (status, state) = get(&format!("{base}/v1/edge/setup"), None).await;
     assert_eq!(
         (status, state["data"]["pending"].clone()),
         (200, json!(true))
@@ -200,13 +181,7 @@ async fn the_setup_wizard_sets_the_password_then_the_network_and_assets() {
         (status, again["error"]["code"].clone()),
         (409, json!("setup_done"))
     );
-    let (_, state) = call(
-        reqwest::Method::GET,
-        &format!("{base}/v1/edge/setup"),
-        None,
-        None,
-    )
-    .await;
+    let (_, state) = get(&format!("{base}/v1/edge/setup"), None).await;
     assert_eq!(state["data"]["pending"], false);
     let (status, _) = call(
         reqwest::Method::POST,
@@ -218,13 +193,7 @@ async fn the_setup_wizard_sets_the_password_then_the_network_and_assets() {
     assert_eq!(status, 200, "the password set is the login's");
 
     // The network: the host's loopback; a change through NetworkManager (the stand-in).
-    let (status, net) = call(
-        reqwest::Method::GET,
-        &format!("{base}/v1/edge/network"),
-        Some(&token),
-        None,
-    )
-    .await;
+    let (status, net) = get(&format!("{base}/v1/edge/network"), Some(&token)).await;
     assert_eq!(status, 200, "{net}");
     let lo = net["data"]["interfaces"]
         .as_array()
@@ -269,17 +238,11 @@ async fn the_setup_wizard_sets_the_password_then_the_network_and_assets() {
         "{recorded}"
     );
     // Without a login: nothing.
-    let (status, _) = call(reqwest::Method::GET, &network, None, None).await;
+    let (status, _) = get(&network, None).await;
     assert_eq!(status, 401);
 
     // The templates, and an asset from one (the wizard's CSV line).
-    let (_, templates) = call(
-        reqwest::Method::GET,
-        &format!("{base}/v1/edge/templates"),
-        Some(&token),
-        None,
-    )
-    .await;
+    let (_, templates) = get(&format!("{base}/v1/edge/templates"), Some(&token)).await;
     let pump = templates["data"]
         .as_array()
         .unwrap()
