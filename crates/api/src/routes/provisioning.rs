@@ -322,7 +322,8 @@ async fn setup(
 /// The host's network as the agent sees it (interfaces, addresses, gateways, name servers)
 /// and whether `PUT` can change it here. Admin only.
 #[utoipa::path(get, path = "/edge/network", tag = "provisioning",
-    responses((status = 200, body = Data<plantd_app::edge_setup::HostNetwork>)))]
+    responses((status = 200, body = Data<plantd_app::edge_setup::HostNetwork>),
+        (status = 404, description = "This instance is not an edge agent (`plantd edge`)")))]
 async fn network(State(state): State<AppState>, _caller: Auth) -> ApiResult<Response> {
     Ok(ok(state.app.host_network().await?))
 }
@@ -332,6 +333,7 @@ async fn network(State(state): State<AppState>, _caller: Auth) -> ApiResult<Resp
 #[utoipa::path(put, path = "/edge/network", tag = "provisioning",
     request_body = plantd_app::edge_setup::NetworkChange,
     responses((status = 200, body = Data<plantd_app::edge_setup::HostNetwork>),
+        (status = 404, description = "This instance is not an edge agent (`plantd edge`)"),
         (status = 409, description = "This host's network cannot be set from here (`network_not_applicable`), or NetworkManager refused (`network_change_failed`)")))]
 async fn change_network(
     State(state): State<AppState>,
@@ -344,7 +346,8 @@ async fn change_network(
 /// The kinds of asset the setup wizard offers: each one's sensors with their units and
 /// registers in the simulator's Modbus map, to fill a CSV import line.
 #[utoipa::path(get, path = "/edge/templates", tag = "provisioning",
-    responses((status = 200, body = Data<Vec<plantd_model::provisioning::AssetTemplate>>)))]
+    responses((status = 200, body = Data<Vec<plantd_model::provisioning::AssetTemplate>>),
+        (status = 404, description = "This instance is not an edge agent (`plantd edge`)")))]
 async fn templates(State(state): State<AppState>, _caller: Auth) -> ApiResult<Response> {
     Ok(ok(state.app.edge_templates()?))
 }
