@@ -64,6 +64,33 @@ impl App {
         }
     }
 
+    /// A new single-use invitation of `user_id` (`email`) into `org_id` as `role`, until
+    /// `expires_at`: its secret (`pdi_...`), stored hashed.
+    pub(crate) async fn invitation_token(
+        &self,
+        org_id: &str,
+        user_id: &str,
+        email: &str,
+        role: Role,
+        invited_by: Option<&str>,
+        expires_at: Timestamp,
+    ) -> AppResult<String> {
+        let secret = plantd_auth::generate_secret(plantd_auth::INVITATION_PREFIX);
+        self.store()
+            .create_account_token(NewAccountToken {
+                token_hash: &secret.hash,
+                kind: AccountTokenKind::Invitation,
+                email,
+                user_id: Some(user_id),
+                org_id: Some(org_id),
+                role: Some(role),
+                created_by: invited_by,
+                expires_at,
+            })
+            .await?;
+        Ok(secret.secret)
+    }
+
     /// Creates an invitation link for `member` of `org_id` and emails it.
     pub(crate) async fn send_invitation(
         &self,
@@ -73,25 +100,18 @@ impl App {
         role: Role,
         invited_by: Option<&str>,
     ) -> AppResult<InvitationDelivery> {
-        let secret = plantd_auth::generate_secret(plantd_auth::INVITATION_PREFIX);
         let expires_at = Timestamp::from_millis(Timestamp::now().millis() + INVITATION_SECS * 1000);
-        self.store()
-            .create_account_token(NewAccountToken {
-                token_hash: &secret.hash,
-                kind: AccountTokenKind::Invitation,
-                email: &member.email,
-                user_id: Some(&member.id),
-                org_id: Some(org_id),
-                role: Some(role),
-                created_by: invited_by,
+        let secret = self
+            .invitation_token(
+                org_id,
+                &member.id,
+                &member.email,
+                role,
+                invited_by,
                 expires_at,
-            })
+            )
             .await?;
-        let url = format!(
-            "{}/invitations/accept?token={}",
-            self.issuer(),
-            secret.secret
-        );
+        let url = format!("{}/invitations/accept?token={secret}", self.issuer());
         let body = format!(
             "You have been invited to join {org_name} on plantd as {role}.\n\n\
              Open this link to accept and choose your password (it works once, until {expires_at}):\n\n{url}\n\n\

@@ -98,13 +98,18 @@ impl AppConfig {
     /// clients reach it at `http://<addr>` (loopback for an unspecified address).
     pub fn listening_on(mut self, addr: std::net::SocketAddr) -> Self {
         if self.public_url.is_none() {
-            let mut addr = addr;
-            if addr.ip().is_unspecified() {
-                addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
-            }
-            self.public_url = Some(format!("http://{addr}"));
+            self.public_url = Some(Self::local_root(addr));
         }
         self
+    }
+
+    /// The root address of a server listening on `addr` as this machine reaches it
+    /// (`http://<addr>`, loopback for an unspecified address).
+    pub fn local_root(mut addr: std::net::SocketAddr) -> String {
+        if addr.ip().is_unspecified() {
+            addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
+        format!("http://{addr}")
     }
 }
 

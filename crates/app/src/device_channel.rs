@@ -172,20 +172,10 @@ impl App {
         let mut v = Validator::new();
         said.check(&mut v);
         v.finish()?;
-        let tags: Vec<(String, String, plantd_model::tag::TagDescription)> = said
+        let tags: Vec<_> = said
             .tags
             .into_iter()
-            .map(|t| {
-                (
-                    t.asset_id,
-                    t.tag_name,
-                    plantd_model::tag::TagDescription {
-                        unit: t.unit,
-                        description: t.description,
-                        eu_range: t.eu_range,
-                    },
-                )
-            })
+            .map(plantd_model::device::DescribedTag::into_parts)
             .collect();
         self.record_device_tags(&session.org_id, &tags).await;
         Ok(())

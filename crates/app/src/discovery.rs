@@ -133,28 +133,15 @@ impl App {
         match announced {
             Ok(servers) => {
                 for a in servers {
-                    match found.iter_mut().find(|f| {
-                        f.protocol == Protocol::Opcua && f.host == a.host && f.port == a.port
-                    }) {
-                        Some(f) => {
-                            if let (Some(have), Some(said)) =
-                                (f.identity.as_object_mut(), a.identity.as_object())
-                            {
-                                for (k, v) in said {
-                                    have.entry(k.clone()).or_insert(v.clone());
-                                }
-                            }
+                    if let Some(mut alone) = join_probed(&mut found, a) {
+                        // Found by its announcement alone: does it answer OPC UA there?
+                        let answered =
+                            probe::opcua(SocketAddr::new(alone.host, alone.port), TCP_TIMEOUT)
+                                .await;
+                        if let Some(o) = alone.identity.as_object_mut() {
+                            o.insert("acknowledged".into(), json!(answered.is_some()));
                         }
-                        None => {
-                            // Found by its announcement alone: does it answer OPC UA there?
-                            let mut a = a;
-                            let answered =
-                                probe::opcua(SocketAddr::new(a.host, a.port), TCP_TIMEOUT).await;
-                            if let Some(o) = a.identity.as_object_mut() {
-                                o.insert("acknowledged".into(), json!(answered.is_some()));
-                            }
-                            found.push(a);
-                        }
+                        found.push(alone);
                     }
                 }
             }
@@ -168,4 +155,23 @@ impl App {
             duration_ms: started.elapsed().as_millis() as u64,
         })
     }
+}
+
+/// An announced OPC UA server joined to what its port answered (its identity's fields added to
+/// the probe's); the announcement back when no probe found it there.
+fn join_probed(found: &mut [Found], announced: Found) -> Option<Found> {
+    let Some(probed) = found.iter_mut().find(|f| {
+        f.protocol == Protocol::Opcua && f.host == announced.host && f.port == announced.port
+    }) else {
+        return Some(announced);
+    };
+    if let (Some(have), Some(said)) = (
+        probed.identity.as_object_mut(),
+        announced.identity.as_object(),
+    ) {
+        for (k, v) in said {
+            have.entry(k.clone()).or_insert(v.clone());
+        }
+    }
+    None
 }

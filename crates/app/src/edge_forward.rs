@@ -250,13 +250,7 @@ impl App {
             .await?;
         let tags: Vec<DescribedTag> = stored
             .into_iter()
-            .map(|(asset_id, (tag_name, d, _, _))| DescribedTag {
-                asset_id,
-                tag_name,
-                unit: d.unit,
-                description: d.description,
-                eu_range: d.eu_range,
-            })
+            .map(|(asset_id, (tag_name, d, _, _))| DescribedTag::new(asset_id, tag_name, d))
             .collect();
         let messages = tags
             .chunks(MAX_DESCRIBED_TAGS)

@@ -7,9 +7,10 @@
 
 use plantd_model::Timestamp;
 use plantd_model::org::Role;
+use plantd_model::org::User;
 use plantd_model::provisioning::AssetTemplate;
 use plantd_model::validation::Validator;
-use plantd_store::{AccountTokenKind, NewAccountToken};
+use plantd_store::AccountTokenKind;
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 
@@ -96,44 +97,46 @@ impl App {
         if self.config().edge.is_none() {
             return Ok(None);
         }
-        let pending = match self.store().user_by_email(FIRST_ADMIN_EMAIL).await? {
-            Some(u) => self.store().password_hash(&u.id).await?.is_none(),
-            None => false,
-        };
         Ok(Some(SetupState {
-            pending,
+            pending: self.pending_owner().await?.is_some(),
             email: FIRST_ADMIN_EMAIL.into(),
         }))
     }
 
-    /// A new setup code while setup is pending (former codes stop working): what the agent
-    /// prints at its start. `None` when there is nothing to set up.
-    pub async fn issue_setup_code(&self, org_id: &str) -> AppResult<Option<String>> {
-        if !self.edge_setup_state().await?.is_some_and(|s| s.pending) {
+    /// The edge agent's owner while it has no password (the wizard's first step to do).
+    async fn pending_owner(&self) -> AppResult<Option<User>> {
+        if self.config().edge.is_none() {
             return Ok(None);
         }
         let Some(owner) = self.store().user_by_email(FIRST_ADMIN_EMAIL).await? else {
             return Ok(None);
         };
+        let pending = self.store().password_hash(&owner.id).await?.is_none();
+        Ok(pending.then_some(owner))
+    }
+
+    /// A new setup code while setup is pending (former codes stop working): what the agent
+    /// prints at its start. `None` when there is nothing to set up.
+    pub async fn issue_setup_code(&self, org_id: &str) -> AppResult<Option<String>> {
+        let Some(owner) = self.pending_owner().await? else {
+            return Ok(None);
+        };
         self.store()
             .void_account_tokens(AccountTokenKind::Invitation, &owner.email)
             .await?;
-        let secret = plantd_auth::generate_secret(plantd_auth::INVITATION_PREFIX);
-        self.store()
-            .create_account_token(NewAccountToken {
-                token_hash: &secret.hash,
-                kind: AccountTokenKind::Invitation,
-                email: &owner.email,
-                user_id: Some(&owner.id),
-                org_id: Some(org_id),
-                role: Some(Role::Owner),
-                created_by: None,
-                expires_at: Timestamp::from_millis(
-                    Timestamp::now().millis() + SETUP_CODE_DAYS * 86_400_000,
-                ),
-            })
+        let expires_at =
+            Timestamp::from_millis(Timestamp::now().millis() + SETUP_CODE_DAYS * 86_400_000);
+        let secret = self
+            .invitation_token(
+                org_id,
+                &owner.id,
+                &owner.email,
+                Role::Owner,
+                None,
+                expires_at,
+            )
             .await?;
-        Ok(Some(secret.secret))
+        Ok(Some(secret))
     }
 
     /// The wizard's first step: the setup code sets the owner's password (the password rules
@@ -143,7 +146,7 @@ impl App {
         body: SetupPassword,
         trail: &AuditTrail,
     ) -> AppResult<NewLogin> {
-        if !self.edge_setup_state().await?.is_some_and(|s| s.pending) {
+        if self.pending_owner().await?.is_none() {
             return Err(AppError::Refused {
                 code: "setup_done",
                 message: "the admin password is set already: log in".into(),

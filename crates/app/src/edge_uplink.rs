@@ -112,6 +112,11 @@ async fn cloud_refusal(r: reqwest::Response) -> String {
     }
 }
 
+/// A cloud's root address as the agent keeps it: no surrounding space, no trailing `/`.
+pub fn cloud_root(url: &str) -> String {
+    url.trim().trim_end_matches('/').to_string()
+}
+
 impl App {
     /// The edge agent's settings; `not found` on an instance that is not `plantd edge`.
     pub async fn edge_config(&self, org_id: &str) -> AppResult<EdgeConfigView> {
@@ -212,7 +217,7 @@ impl App {
     /// for its data directory) and keeps the credentials it got. Enrolling again (another
     /// token, another cloud) replaces the former enrollment.
     pub async fn enroll(&self, org_id: &str, cloud_url: &str, token: &str) -> AppResult<CloudLink> {
-        let url = cloud_url.trim().trim_end_matches('/').to_string();
+        let url = cloud_root(cloud_url);
         let parsed = plantd_model::data_source::parse_url(&url)
             .map_err(|e| AppError::invalid("cloud_url", e))?;
         if parsed.scheme != "http" && parsed.scheme != "https" {
@@ -272,7 +277,7 @@ impl App {
         let Some(mut uplink) = self.store().uplink(org_id).await? else {
             return Ok(None);
         };
-        let url = cloud_url.trim().trim_end_matches('/').to_string();
+        let url = cloud_root(cloud_url);
         if uplink.cloud_url != url {
             uplink.cloud_url = url.clone();
             uplink.regions = self.learn_regions(&url).await;

@@ -10,8 +10,8 @@ use anyhow::{Result, bail};
 use hyper::body::Bytes;
 use std::time::{Duration, Instant};
 
-use crate::harness::{Options, connect, spawn_command, stop_child};
-use crate::sim::rss_mib;
+use crate::harness::{Options, connect, spawn_command};
+use crate::sim::{rss_mib, status_mib};
 use crate::telemetry::{create_keys, now_ms, post, rfc3339};
 
 /// Tags of the agent (10 assets of 100 tags).
@@ -80,20 +80,8 @@ async fn pages_in_use(db: &std::path::Path) -> Result<u64> {
     Ok((size * (count - free)) as u64)
 }
 
-/// The peak resident set of `pid` (`VmHWM`), MiB.
-fn peak_mib(pid: u32) -> Result<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let kb: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .map(|v| v.trim().trim_end_matches("kB").trim().parse())
-        .transpose()?
-        .unwrap_or(0.0);
-    Ok(kb / 1024.0)
-}
-
 pub(crate) async fn run(o: &Options) -> Result<()> {
-    let server = spawn_command(o, "edge", None, &["--mode", "production"])?;
+    let mut server = spawn_command(o, "edge", None, &["--mode", "production"])?;
     // Keys enough that SPEC 8.5's 1,000 ingest requests a minute per key do not bind (a
     // connector's scans do not go through the API; this benchmark stands in for them).
     let keys = create_keys(o, &server, 8)?;
@@ -136,7 +124,7 @@ pub(crate) async fn run(o: &Options) -> Result<()> {
     let mut sender = connect(&addr).await?;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut live_rss: Vec<f64> = Vec::new();
+    let mut live_max: f64 = 0.0;
     let seconds = o.duration.as_secs().max(1) as i64;
     for k in 0..seconds {
         tick.tick().await;
@@ -144,14 +132,13 @@ pub(crate) async fn run(o: &Options) -> Result<()> {
         if status != 200 {
             bail!("live ingest answered {status}");
         }
-        live_rss.push(rss_mib(pid)?);
+        live_max = live_max.max(rss_mib(pid)?);
     }
-    let peak = peak_mib(pid)?;
+    let peak = status_mib(pid, "VmHWM")?;
     let points = backfilled + (seconds as f64) * TAGS as f64;
     let dir = server.dir.clone();
-    let mut server = server;
-    // A graceful stop (the store closed, its log checkpointed), then the directory's size;
-    // stop_child removes the directory, so it is measured first with the child stopped.
+    // A graceful stop (the store closed, its log checkpointed), then the directory's size
+    // (the server's drop removes the directory).
     let _ = std::process::Command::new("kill")
         .args(["-TERM", &pid.to_string()])
         .status();
@@ -164,12 +151,10 @@ pub(crate) async fn run(o: &Options) -> Result<()> {
             .args(["-r", &dir.display().to_string(), &keep])
             .status();
     }
-    stop_child(&mut server.child, &dir);
 
     let per_point = bytes as f64 / points;
     let used_per_point = in_use as f64 / points;
     let week_gb = used_per_point * TAGS as f64 * 86_400.0 * 7.0 / 1e9;
-    let live_max = live_rss.iter().cloned().fold(0.0, f64::max);
     println!();
     println!("{:<58} {:>12} {:>12}", "figure", "plantd edge", "budget");
     println!(

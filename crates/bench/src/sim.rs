@@ -49,11 +49,16 @@ pub(crate) async fn wait_idle(pid: u32) -> anyhow::Result<()> {
 }
 
 pub(crate) fn rss_mib(pid: u32) -> Result<f64> {
+    status_mib(pid, "VmRSS")
+}
+
+/// A memory figure of `/proc/<pid>/status` (`VmRSS`, `VmHWM`: the peak resident set), MiB.
+pub(crate) fn status_mib(pid: u32, field: &str) -> Result<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     let kb: f64 = status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .context("VmRSS")?
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .context(field.to_string())?
         .trim()
         .trim_end_matches("kB")
         .trim()

@@ -312,6 +312,32 @@ pub struct DescribedTag {
     pub eu_range: Option<crate::tag::EuRange>,
 }
 
+impl DescribedTag {
+    /// The tag `tag_name` of `asset_id` as `d` describes it.
+    pub fn new(asset_id: String, tag_name: String, d: crate::tag::TagDescription) -> Self {
+        Self {
+            asset_id,
+            tag_name,
+            unit: d.unit,
+            description: d.description,
+            eu_range: d.eu_range,
+        }
+    }
+
+    /// Its asset, its name and what it measures, as a description is stored.
+    pub fn into_parts(self) -> (String, String, crate::tag::TagDescription) {
+        (
+            self.asset_id,
+            self.tag_name,
+            crate::tag::TagDescription {
+                unit: self.unit,
+                description: self.description,
+                eu_range: self.eu_range,
+            },
+        )
+    }
+}
+
 /// Tags a [`DescribedTags`] message may hold.
 pub const MAX_DESCRIBED_TAGS: usize = 5_000;
 

@@ -136,7 +136,7 @@ async fn enroll(app: &App, org_id: &str, run: &EdgeRun) {
     let Some((token, cloud)) = &run.enroll else {
         return;
     };
-    let cloud = cloud.trim().trim_end_matches('/');
+    let cloud = plantd_app::edge_uplink::cloud_root(cloud);
     match app.cloud_link(org_id).await {
         Ok(Some(link)) if link.url == cloud => {
             if run.quiet {
@@ -152,7 +152,7 @@ async fn enroll(app: &App, org_id: &str, run: &EdgeRun) {
         }
         _ => {}
     }
-    match app.enroll(org_id, cloud, token).await {
+    match app.enroll(org_id, &cloud, token).await {
         Ok(link) if !run.quiet => println!(
             "edge agent: enrolled with {} as device {}",
             link.url, link.device_id
@@ -170,7 +170,6 @@ async fn enroll(app: &App, org_id: &str, run: &EdgeRun) {
 pub(crate) async fn announce_setup(
     app: &App,
     org_id: &str,
-    addr: &std::net::SocketAddr,
     data_dir: &std::path::Path,
 ) -> anyhow::Result<()> {
     let file = data_dir.join(SETUP_CODE_FILE);
@@ -180,12 +179,10 @@ pub(crate) async fn announce_setup(
     };
     write_private(&file, &format!("{code}\n"))
         .with_context(|| format!("cannot write {}", file.display()))?;
-    let host = if addr.ip().is_unspecified() {
-        std::net::SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), addr.port())
-    } else {
-        *addr
-    };
-    println!("edge agent: set it up in a browser at http://{host}/setup");
+    println!(
+        "edge agent: set it up in a browser at {}/setup",
+        app.issuer()
+    );
     println!("  setup code: {code}");
     println!(
         "  (it sets the password of {}; also in {}; a new code at each start until then)",

@@ -144,11 +144,8 @@ pub(crate) async fn serve(
     });
     let mut demo = demo;
     if let Some(d) = demo.as_mut().filter(|d| d.run_simulator && d.sim_port == 0) {
-        // Port 0: a free port, chosen here because the demo data source must name it.
-        d.sim_port = tokio::net::TcpListener::bind(("127.0.0.1", 0))
-            .await?
-            .local_addr()?
-            .port();
+        // Port 0: a free port, chosen here because the edge agent's demo assets name it.
+        d.sim_port = free_loopback_port().await?;
     }
     if let Some(d) = demo.as_mut().filter(|d| {
         d.run_simulator
@@ -156,10 +153,7 @@ pub(crate) async fn serve(
                 || std::net::TcpListener::bind(("127.0.0.1", d.sim_modbus_port)).is_err())
     }) {
         // The Modbus port taken (another simulator?) or 0: a free one, said in the welcome.
-        d.sim_modbus_port = tokio::net::TcpListener::bind(("127.0.0.1", 0))
-            .await?
-            .local_addr()?
-            .port();
+        d.sim_modbus_port = free_loopback_port().await?;
     }
     let simulator = match &demo {
         Some(d) if d.run_simulator => Some(
@@ -279,7 +273,7 @@ pub(crate) async fn serve(
                 .first_org()
                 .await?
                 .context("the database has no organization")?;
-            crate::edge::announce_setup(&app, &org.id, &addr, &cfg.storage.data_dir).await?;
+            crate::edge::announce_setup(&app, &org.id, &cfg.storage.data_dir).await?;
             crate::edge::start(&app, &org.id, run, stop.clone()).await?
         }
         None => Vec::new(),
@@ -305,7 +299,7 @@ pub(crate) async fn serve(
                     app: app.clone(),
                     org_id,
                     group_id,
-                    root: format!("http://{}", loopback(addr)),
+                    root: plantd_app::AppConfig::local_root(addr),
                     mqtt: format!("mqtt://{mqtt_addr}"),
                 };
                 let agent = crate::up_edge::start(
@@ -341,20 +335,20 @@ pub(crate) async fn serve(
                 first.org.name, first.org.id
             );
             match &first.password {
-                Some(_) => println!("  login email:    {}", first.email),
+                Some(password) => {
+                    println!("  login email:    {}", first.email);
+                    println!("  login password: {password}");
+                    if demo.is_some() {
+                        println!("  (the same login opens the edge agent's console)");
+                    }
+                    println!(
+                        "  (shown once; create an API key with: plantd keys create --name me --scopes admin)"
+                    );
+                }
                 None => println!(
                     "  login email:    {} (its password is set in the setup wizard, above)",
                     first.email
                 ),
-            }
-            if let Some(password) = &first.password {
-                println!("  login password: {password}");
-                if demo.is_some() {
-                    println!("  (the same login opens the edge agent's console)");
-                }
-                println!(
-                    "  (shown once; create an API key with: plantd keys create --name me --scopes admin)"
-                );
             }
         }
         None if demo.is_some() => println!(
@@ -397,12 +391,12 @@ pub(crate) async fn serve(
     Ok(())
 }
 
-/// `addr` as clients reach it: loopback for an unspecified address.
-fn loopback(mut addr: std::net::SocketAddr) -> std::net::SocketAddr {
-    if addr.ip().is_unspecified() {
-        addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
-    }
-    addr
+/// A loopback port free now.
+async fn free_loopback_port() -> anyhow::Result<u16> {
+    Ok(tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await?
+        .local_addr()?
+        .port())
 }
 
 /// A database URL without its password, for messages.

@@ -145,17 +145,20 @@ async fn the_setup_wizard_sets_the_password_then_the_network_and_assets() {
     assert_eq!(wrong.status().as_u16(), 400);
     assert!(wrong.text().await.unwrap().contains("setup code"));
     // Through the API: a short password is refused, the code kept; then set, once.
-    let (status, body) = call(
-        reqwest::Method::POST,
-        &format!("{base}/v1/edge/setup"),
-        None,
-        Some(json!({"setup_code": code, "password": "short"})),
-    )
-    .await;
+    let setup_url = format!("{base}/v1/edge/setup");
+    let set_password = |password: &'static str| {
+        call(
+            reqwest::Method::POST,
+            &setup_url,
+            None,
+            Some(json!({"setup_code": code, "password": password})),
+        )
+    };
+    let (status, body) = set_password("short").await;
     assert_eq!(status, 400, "{body}");
     assert_eq!(crate::edge::fields(&body), ["password"]);
     let set = no_redirects()
-        .post(format!("{base}/v1/edge/setup"))
+        .post(&setup_url)
         .json(&json!({"setup_code": code, "password": "a-long-password-1"}))
         .send()
         .await
@@ -170,18 +173,12 @@ async fn the_setup_wizard_sets_the_password_then_the_network_and_assets() {
     let set: Value = set.json().await.unwrap();
     let token = set["data"]["session_token"].as_str().unwrap().to_string();
     assert_eq!(set["data"]["user"]["role"], "owner");
-    let (status, again) = call(
-        reqwest::Method::POST,
-        &format!("{base}/v1/edge/setup"),
-        None,
-        Some(json!({"setup_code": code, "password": "another-password-2"})),
-    )
-    .await;
+    let (status, again) = set_password("another-password-2").await;
     assert_eq!(
         (status, again["error"]["code"].clone()),
         (409, json!("setup_done"))
     );
-    let (_, state) = get(&format!("{base}/v1/edge/setup"), None).await;
+    let (_, state) = get(&setup_url, None).await;
     assert_eq!(state["data"]["pending"], false);
     let (status, _) = call(
         reqwest::Method::POST,
