@@ -76,6 +76,8 @@ pub struct EdgeSettings {
     /// The kinds of asset the setup wizard offers (the binary fills them from the simulator's
     /// catalog).
     pub templates: Vec<plantd_model::provisioning::AssetTemplate>,
+    /// How the agent updates itself (`plantd edge`); none inside `plantd up`.
+    pub update: Option<crate::update_files::SelfUpdateSettings>,
 }
 
 impl Default for EdgeSettings {
@@ -89,6 +91,7 @@ impl Default for EdgeSettings {
             backfill_points_per_second: 10_000,
             regions: Default::default(),
             templates: Vec::new(),
+            update: None,
         }
     }
 }

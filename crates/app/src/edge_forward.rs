@@ -227,7 +227,7 @@ impl App {
             "uptime_seconds".into(),
             json!((Timestamp::now().millis() - self.started_at().millis()).max(0) / 1000),
         );
-        hb.insert("firmware_version".into(), json!(env!("CARGO_PKG_VERSION")));
+        hb.insert("firmware_version".into(), json!(self.firmware_version()));
         serde_json::to_vec(&hb).unwrap_or_default()
     }
 
@@ -271,12 +271,25 @@ impl App {
     /// - `sync_assets`: pulls the assets registered for the device and provisions them (the
     ///   import's report);
     /// - `get_config`: the agent's configuration (`GET /v1/edge/config`);
+    /// - `ota.update` and `ota.rollback`: the agent updates itself (`edge_update.rs`) and
+    ///   reports on its `ota` topic; the final report completes the command, so these get an
+    ///   answer here only when they cannot be taken;
     /// - anything else fails with "unknown command".
     pub async fn edge_command(&self, org_id: &str, payload: &[u8]) -> Option<Vec<u8>> {
         let command: Value = serde_json::from_slice(payload).ok()?;
         let id = command["id"].as_str()?.to_string();
         let name = command["command"].as_str().unwrap_or_default().to_string();
         let outcome: Result<Value, String> = match name.as_str() {
+            crate::ota::UPDATE_COMMAND => {
+                match self.take_update_command(org_id, &command["params"]) {
+                    Ok(()) => return None,
+                    Err(e) => Err(e),
+                }
+            }
+            crate::ota::ROLLBACK_COMMAND => match self.take_rollback_command(&command["params"]) {
+                Ok(()) => return None,
+                Err(e) => Err(e),
+            },
             "ping" => Ok(json!({"version": env!("CARGO_PKG_VERSION")})),
             "sync_assets" => self
                 .sync_from_cloud(org_id)
@@ -289,7 +302,7 @@ impl App {
                 .map(|c| serde_json::to_value(c).unwrap_or_default())
                 .map_err(|e| e.to_string()),
             other => Err(format!(
-                "unknown command '{other}'; the agent answers ping, sync_assets and get_config"
+                "unknown command '{other}'; the agent answers ping, sync_assets, get_config, ota.update and ota.rollback"
             )),
         };
         let answer = match outcome {

@@ -29,6 +29,7 @@ pub mod discovery;
 pub mod edge_clone;
 pub mod edge_forward;
 pub mod edge_setup;
+pub mod edge_update;
 pub mod edge_uplink;
 mod error;
 pub mod events;
@@ -71,6 +72,7 @@ pub mod tags;
 pub mod telemetry;
 #[cfg(test)]
 mod tests;
+mod update_files;
 mod uplink_state;
 mod usage;
 mod usb_state;

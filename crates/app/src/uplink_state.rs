@@ -3,7 +3,12 @@
 
 use plantd_model::Timestamp;
 use serde::Serialize;
-use std::sync::Mutex;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::update_files::Restart;
 
 /// `forwarding` in `GET /v1/edge/config`.
 #[derive(Clone, Debug, Default, Serialize, utoipa::ToSchema)]
@@ -42,11 +47,46 @@ pub struct FailoverEvent {
 /// Kept moves.
 const KEPT_FAILOVERS: usize = 20;
 
-#[derive(Default)]
 pub(crate) struct UplinkState {
     view: Mutex<ForwardingView>,
     /// (busy, total) jiffies of the last CPU sample.
     cpu: Mutex<Option<(u64, u64)>>,
+    /// The self-update's reports for the `ota` topic, kept until the cloud acknowledges them.
+    reports: Mutex<Reports>,
+    reports_wake: tokio::sync::Notify,
+    /// An update or a rollback is running.
+    updating: Arc<AtomicBool>,
+    /// The restart an update or a rollback asked for.
+    restart: tokio::sync::watch::Sender<Option<Restart>>,
+}
+
+impl Default for UplinkState {
+    fn default() -> Self {
+        Self {
+            view: Default::default(),
+            cpu: Default::default(),
+            reports: Default::default(),
+            reports_wake: Default::default(),
+            updating: Default::default(),
+            restart: tokio::sync::watch::Sender::new(None),
+        }
+    }
+}
+
+/// Reports in order: (number, payload, handed to the transport on this connection).
+#[derive(Default)]
+struct Reports {
+    next: u64,
+    queue: VecDeque<(u64, Vec<u8>, bool)>,
+}
+
+/// While held, an update or a rollback runs (a second one is refused).
+pub(crate) struct UpdateGuard(Arc<AtomicBool>);
+
+impl Drop for UpdateGuard {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
 }
 
 impl UplinkState {
@@ -80,5 +120,86 @@ impl UplinkState {
         });
         *last = Some((busy, total));
         out
+    }
+
+    /// Starts an update or a rollback; None while one runs.
+    pub(crate) fn begin_update(&self) -> Option<UpdateGuard> {
+        (!self.updating.swap(true, Ordering::SeqCst)).then(|| UpdateGuard(self.updating.clone()))
+    }
+
+    fn reports(&self) -> std::sync::MutexGuard<'_, Reports> {
+        self.reports.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn queue_report(&self, payload: Vec<u8>) {
+        {
+            let mut r = self.reports();
+            r.next += 1;
+            let n = r.next;
+            r.queue.push_back((n, payload, false));
+        }
+        self.reports_wake.notify_one();
+    }
+
+    /// Reports not yet handed to the transport, which now has them.
+    pub(crate) fn reports_to_send(&self) -> Vec<(u64, Vec<u8>)> {
+        let mut r = self.reports();
+        r.queue
+            .iter_mut()
+            .filter(|(_, _, sent)| !*sent)
+            .map(|(n, payload, sent)| {
+                *sent = true;
+                (*n, payload.clone())
+            })
+            .collect()
+    }
+
+    pub(crate) async fn report_queued(&self) {
+        self.reports_wake.notified().await
+    }
+
+    pub(crate) fn report_acked(&self, n: u64) {
+        self.reports().queue.retain(|(m, _, _)| *m != n);
+    }
+
+    pub(crate) fn reports_resend(&self) {
+        for r in self.reports().queue.iter_mut() {
+            r.2 = false;
+        }
+        self.reports_wake.notify_one();
+    }
+
+    /// Waits up to `within` for the cloud to have every queued report; whether it has.
+    pub(crate) async fn reports_delivered(&self, within: Duration) -> bool {
+        let until = tokio::time::Instant::now() + within;
+        loop {
+            if self.reports().queue.is_empty() {
+                return true;
+            }
+            if tokio::time::Instant::now() >= until {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    pub(crate) fn restart(&self, plan: Restart) {
+        self.restart.send_replace(Some(plan));
+    }
+
+    pub(crate) async fn restart_requested(&self) -> Restart {
+        let mut rx = self.restart.subscribe();
+        loop {
+            if let Some(plan) = rx.borrow_and_update().clone() {
+                return plan;
+            }
+            if rx.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
+    pub(crate) fn restart_plan(&self) -> Option<Restart> {
+        self.restart.borrow().clone()
     }
 }

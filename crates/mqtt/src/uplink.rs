@@ -6,7 +6,9 @@
 //!   durable write), so nothing is lost to a cut connection or a restart. What was kept while
 //!   the cloud was away (the records older than the connection) goes oldest first at most
 //!   `backfill_points_per_second`; what arrives meanwhile (live) goes at once beside it;
-//! - sends its heartbeat every `heartbeat_interval` and answers its commands;
+//! - sends its heartbeat every `heartbeat_interval` and answers its commands; the self-update's
+//!   reports go on its `ota` topic and are sent again on the next connection until the cloud
+//!   acknowledged them;
 //! - checks its regional cloud's health every `health_check_interval` and, by the failover rule
 //!   (`plantd_model::edge_regions::Failover`), moves to the next region of its order and back.
 
@@ -30,6 +32,17 @@ const MAX_PACKET: usize = 4 * 1024 * 1024;
 /// How often the agent looks whether what its tags measure changed (a source read units), to
 /// tell the cloud again.
 const DESCRIBE_EVERY: Duration = Duration::from_secs(5);
+
+/// What a publish carries, to know what its acknowledgement settles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sent {
+    /// Part of an outbox record.
+    Outbox(i64),
+    /// A self-update report (its number).
+    Report(u64),
+    /// A heartbeat, an answer, a tag description: nothing waits for its acknowledgement.
+    Other,
+}
 
 /// Runs the uplink of the agent's organization until `stop`.
 pub fn start(app: App, org_id: String, stop: watch::Receiver<bool>) -> JoinHandle<()> {
@@ -196,9 +209,9 @@ async fn session(
     // Records up to this id were kept before the connection: the backlog.
     let mut live_from = 0i64;
     let mut in_flight: HashMap<i64, InFlight> = HashMap::new();
-    // The record of each publish not yet given its packet id (None: not the outbox's).
-    let mut unnumbered: VecDeque<Option<i64>> = VecDeque::new();
-    let mut by_pkid: HashMap<u16, i64> = HashMap::new();
+    // What each publish not yet given its packet id carries.
+    let mut unnumbered: VecDeque<Sent> = VecDeque::new();
+    let mut by_pkid: HashMap<u16, Sent> = HashMap::new();
     let mut bucket = Bucket::new(edge.backfill_points_per_second);
     let mut look = tokio::time::interval(LOOK_EVERY);
     look.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -209,8 +222,8 @@ async fn session(
     let mut told_tags = None;
     let mut describe = tokio::time::interval(DESCRIBE_EVERY);
     describe.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let publish = |unnumbered: &mut VecDeque<Option<i64>>,
-                   record: Option<i64>,
+    let publish = |unnumbered: &mut VecDeque<Sent>,
+                   record: Sent,
                    topic: &str,
                    payload: Vec<u8>|
      -> Result<(), String> {
@@ -240,17 +253,24 @@ async fn session(
                         client
                             .try_subscribe(&login.topics.commands, QoS::AtLeastOnce)
                             .map_err(|e| format!("subscribing: {e}"))?;
+                        // Update reports not acknowledged on an earlier connection go again.
+                        app.ota_reports_resend();
                         beat.reset_immediately();
                         look.reset_immediately();
                         describe.reset_immediately();
                     }
                     Event::Outgoing(Outgoing::Publish(pkid)) => {
-                        if let Some(Some(record)) = unnumbered.pop_front() {
-                            by_pkid.insert(pkid, record);
+                        if let Some(sent) = unnumbered.pop_front()
+                            && sent != Sent::Other
+                        {
+                            by_pkid.insert(pkid, sent);
                         }
                     }
                     Event::Incoming(Packet::PubAck(ack)) => {
-                        if let Some(record) = by_pkid.remove(&ack.pkid)
+                        if let Some(Sent::Report(n)) = by_pkid.get(&ack.pkid) {
+                            app.ota_report_acked(*n);
+                            by_pkid.remove(&ack.pkid);
+                        } else if let Some(Sent::Outbox(record)) = by_pkid.remove(&ack.pkid)
                             && let Some(f) = in_flight.get_mut(&record)
                         {
                             f.messages -= 1;
@@ -275,17 +295,22 @@ async fn session(
                 }
             }
             Some(answer) = answers.recv() => {
-                publish(&mut unnumbered, None, &login.topics.command_results, answer)?;
+                publish(&mut unnumbered, Sent::Other, &login.topics.command_results, answer)?;
+            }
+            _ = app.ota_report_queued(), if connected => {
+                for (n, report) in app.ota_reports_to_send() {
+                    publish(&mut unnumbered, Sent::Report(n), &login.topics.ota, report)?;
+                }
             }
             _ = beat.tick(), if connected => {
-                publish(&mut unnumbered, None, &login.topics.heartbeat, app.edge_heartbeat())?;
+                publish(&mut unnumbered, Sent::Other, &login.topics.heartbeat, app.edge_heartbeat())?;
             }
             _ = describe.tick(), if connected => {
                 if let Some((mark, messages)) =
                     app.edge_tags(org_id, told_tags).await.map_err(|e| e.to_string())?
                 {
                     for tags in messages {
-                        publish(&mut unnumbered, None, &login.topics.tags, tags)?;
+                        publish(&mut unnumbered, Sent::Other, &login.topics.tags, tags)?;
                     }
                     told_tags = Some(mark);
                 }
@@ -301,15 +326,15 @@ async fn session(
                         .await
                         .map_err(|e| e.to_string())?;
                 }
-                for record in &records {
-                    room = room.saturating_sub(record.points.len().div_ceil(POINTS_PER_MESSAGE).max(1));
-                }
+                // At most `room` messages: many small records (a connector's scans) must not
+                // overflow the client's queue; the rest go at the next look.
+                records = within_window(records, &mut room);
                 if room > 0 && live_from > 0 {
-                    for r in app
+                    let backlog = app
                         .outbox_next(0, Some(live_from), &skip, room * POINTS_PER_MESSAGE)
                         .await
-                        .map_err(|e| e.to_string())?
-                    {
+                        .map_err(|e| e.to_string())?;
+                    for r in within_window(backlog, &mut room) {
                         if !bucket.take(r.points.len()) {
                             break;
                         }
@@ -329,10 +354,81 @@ async fn session(
                         points: record.points.len() as u64,
                     });
                     for chunk in chunks {
-                        publish(&mut unnumbered, Some(record.id), &login.topics.telemetry, telemetry_payload(chunk))?;
+                        publish(&mut unnumbered, Sent::Outbox(record.id), &login.topics.telemetry, telemetry_payload(chunk))?;
                     }
                 }
             }
         }
+    }
+}
+
+/// Messages of a record: its points in messages of [`POINTS_PER_MESSAGE`], one at least.
+fn messages_of(record: &OutboxRecord) -> usize {
+    record.points.len().div_ceil(POINTS_PER_MESSAGE).max(1)
+}
+
+/// The first of `records` whose messages fit in `room` (taken from it). A record larger than
+/// the whole window goes alone when nothing else is in flight (else it would never go).
+fn within_window(records: Vec<OutboxRecord>, room: &mut usize) -> Vec<OutboxRecord> {
+    let mut kept = Vec::new();
+    for r in records {
+        let n = messages_of(&r);
+        if n > *room && !(kept.is_empty() && *room == WINDOW) {
+            break;
+        }
+        *room = room.saturating_sub(n);
+        kept.push(r);
+    }
+    kept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use plantd_model::Timestamp;
+    use plantd_model::telemetry::{Point, Quality};
+
+    fn record(id: i64, points: usize) -> OutboxRecord {
+        let p = Point {
+            asset_id: "A".into(),
+            tag_name: "T".into(),
+            value: 1.0,
+            timestamp: Timestamp::from_millis(0),
+            quality: Quality::Good,
+            data_source_id: None,
+        };
+        OutboxRecord {
+            id,
+            org_id: "o".into(),
+            created_at: Timestamp::from_millis(0),
+            points: vec![p; points],
+        }
+    }
+
+    #[test]
+    fn a_look_sends_no_more_messages_than_the_window_holds() {
+        // A hundred scans of a few points waited while the cloud was away: 16 go now.
+        let scans: Vec<OutboxRecord> = (0..100).map(|i| record(i, 9)).collect();
+        let mut room = WINDOW;
+        let sent = within_window(scans, &mut room);
+        assert_eq!((sent.len(), room), (WINDOW, 0));
+        // With 3 in flight, 13 messages: a record of two messages counts twice.
+        let mut room = WINDOW - 3;
+        let sent = within_window(
+            vec![
+                record(1, POINTS_PER_MESSAGE + 1),
+                record(2, 1),
+                record(3, 1),
+            ],
+            &mut room,
+        );
+        assert_eq!((sent.len(), room), (3, 9));
+        // A record larger than the window goes alone, when nothing else is in flight.
+        let huge = || vec![record(1, POINTS_PER_MESSAGE * (WINDOW + 2)), record(2, 1)];
+        let mut room = WINDOW;
+        assert_eq!(within_window(huge(), &mut room).len(), 1);
+        assert_eq!(room, 0);
+        let mut room = WINDOW - 1;
+        assert!(within_window(huge(), &mut room).is_empty());
     }
 }

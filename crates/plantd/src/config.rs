@@ -65,6 +65,9 @@ pub struct EdgeFileConfig {
     pub region_detection: Option<RegionDetectionFile>,
     /// SPEC 4.14's `regions` block.
     pub regions: Option<EdgeRegionsFile>,
+    /// Seconds a new version has, after a self-update, to connect to the cloud and read its
+    /// sources before the version before is put back (default 300).
+    pub update_health_check_secs: Option<u64>,
 }
 
 /// `[edge.region_detection]`.
@@ -217,6 +220,8 @@ pub fn edge_settings(
         backfill_points_per_second: backfill,
         regions,
         templates: crate::edge::templates(),
+        // `plantd edge` sets it (it knows its binary and arguments).
+        update: None,
     })
 }
 

@@ -214,6 +214,8 @@ pub(crate) async fn start(
     stop: watch::Receiver<bool>,
 ) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
     enroll(app, org_id, run).await;
+    // After a self-update: the new version's health check (or the report of a rollback).
+    app.resume_self_update(org_id);
     let uplink = plantd_mqtt::uplink::start(app.clone(), org_id.to_string(), stop.clone());
     let mut tasks = vec![uplink];
     tasks.extend(start_mode(app, org_id, run, stop).await?);

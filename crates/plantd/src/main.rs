@@ -6,6 +6,7 @@ mod config;
 mod edge;
 mod license;
 mod lock;
+mod restart;
 mod server;
 mod signals;
 mod sim;
@@ -254,8 +255,12 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
+    let outcome = runtime.block_on(run(cli));
+    // Connectors, store and listeners are closed; the runtime's threads go too.
+    drop(runtime);
+    match outcome {
+        Ok(None) => ExitCode::SUCCESS,
+        Ok(Some(again)) => restart::exec(again),
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
@@ -294,7 +299,9 @@ async fn open_store_in(
     Ok((file, storage, store))
 }
 
-async fn run(cli: Cli) -> anyhow::Result<()> {
+/// Runs the command; `Some` when the edge agent stopped to start again as another binary (its
+/// self-update or rollback), which `main` does once the runtime is down.
+async fn run(cli: Cli) -> anyhow::Result<Option<restart::Again>> {
     let log_level = cli.log_level;
     let init_logging = || server::init_logging(log_level.as_deref());
     match cli.command {
@@ -308,7 +315,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let (file, storage_cfg, store) = open_store(&storage).await?;
             let cfg = ServeConfig::resolve_with(file, listen, mqtt, None, storage_cfg)?
                 .with_regions(regions)?;
-            server::serve(cfg, store, None, None).await
+            server::serve(cfg, store, None, None).await.map(|_| None)
         }
         Command::Edge {
             listen,
@@ -333,6 +340,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let settings =
                 config::edge_settings(mode, file.edge.as_ref(), &|k| std::env::var(k).ok())?;
             init_logging();
+            let update_dir = storage_cfg.data_dir.join("update");
+            let mut settings = settings;
+            settings.update = Some(restart::self_update_settings(
+                &update_dir,
+                storage.config.as_deref(),
+                file.edge.as_ref().and_then(|e| e.update_health_check_secs),
+            )?);
             let mut cfg = ServeConfig::resolve_with(file, listen, mqtt, None, storage_cfg)?;
             cfg.api.retention.predictions_days = Some(settings.ml_predictions_days);
             let run = edge::EdgeRun {
@@ -344,7 +358,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 quiet: false,
             };
             cfg.api.edge = Some(settings);
-            server::serve(cfg, store, None, Some(run)).await
+            let again = server::serve(cfg, store, None, Some(run)).await?;
+            Ok(again.map(|restart| restart::Again {
+                restart,
+                update_dir,
+            }))
         }
         Command::Up {
             listen,
@@ -380,6 +398,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 None,
             )
             .await
+            .map(|_| None)
         }
         Command::Keys {
             command:
@@ -395,7 +414,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let (_, secret) =
                 operator::create_key(&store, org.as_deref(), &name, &scopes.0, expires_at).await?;
             println!("{secret}");
-            Ok(())
+            Ok(None)
         }
         Command::Keys {
             command: KeysCommand::RotateSigning { storage },
@@ -403,7 +422,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let (_, _, store) = open_store(&storage).await?;
             let kid = operator::rotate_signing_key(&store).await?;
             println!("{kid}");
-            Ok(())
+            Ok(None)
         }
         Command::Orgs {
             command:
@@ -416,7 +435,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let (_, _, store) = open_store(&storage).await?;
             let org = operator::create_org(&store, &name, tier).await?;
             println!("{}", org.id);
-            Ok(())
+            Ok(None)
         }
         Command::Orgs {
             command:
@@ -439,14 +458,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 held.rows,
                 held.region
             );
-            Ok(())
+            Ok(None)
         }
-        Command::License { command } => license::run(command),
+        Command::License { command } => license::run(command).map(|()| None),
         Command::Sim { command } => {
             if matches!(command, sim::SimCommand::Start { .. }) {
                 init_logging();
             }
-            sim::run(command).await
+            sim::run(command).await.map(|()| None)
         }
         Command::Users {
             command:
@@ -461,7 +480,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let (_, _, store) = open_store(&storage).await?;
             let id = operator::create_user(&store, org.as_deref(), &email, &password, role).await?;
             println!("{id}");
-            Ok(())
+            Ok(None)
         }
     }
 }

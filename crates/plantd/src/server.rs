@@ -126,21 +126,25 @@ async fn start_mqtt(
     Ok(plantd_mqtt::start(app.clone(), &settings).await?)
 }
 
+/// Serves until the shutdown signal; returns the restart an edge agent's self-update (or its
+/// rollback) asked for, to be done once everything is closed.
 pub(crate) async fn serve(
     cfg: ServeConfig,
     store: plantd_store::Store,
     demo: Option<Demo>,
     edge: Option<crate::edge::EdgeRun>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Option<plantd_app::edge_update::Restart>> {
     let _lock = lock_sqlite(&cfg.storage.database_url)?;
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
         .with_context(|| format!("cannot listen on {}", cfg.listen))?;
     let addr = listener.local_addr()?;
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let stop_tx = std::sync::Arc::new(stop_tx);
+    let on_signal = stop_tx.clone();
     tokio::spawn(async move {
         signals::shutdown().await;
-        let _ = stop_tx.send(true);
+        let _ = on_signal.send(true);
     });
     let mut demo = demo;
     if let Some(d) = demo.as_mut().filter(|d| d.run_simulator && d.sim_port == 0) {
@@ -190,6 +194,16 @@ pub(crate) async fn serve(
     };
     // The one application of this process: the demo is seeded through it, then it is served.
     let app = plantd_app::App::new(store.clone(), cfg.api.clone().listening_on(addr));
+    // An edge agent's self-update stops it the same way as the signal, to start again.
+    let updating = app.clone();
+    tokio::spawn(async move {
+        let plan = updating.restart_requested().await;
+        println!(
+            "edge agent: stopping to start {} (self-update)",
+            plan.exe.display()
+        );
+        let _ = stop_tx.send(true);
+    });
     println!(
         "plantd {} listening on http://{addr}",
         env!("CARGO_PKG_VERSION")
@@ -366,7 +380,7 @@ pub(crate) async fn serve(
     });
     println!("stop: Ctrl-C (or SIGTERM); logs go to stderr (--log-level info for more)");
     tracing::info!(%addr, "serving");
-    plantd_api::serve(listener, app, stopped(stop)).await?;
+    plantd_api::serve(listener, app.clone(), stopped(stop)).await?;
     if let Some(channel) = mqtt {
         channel.stop().await;
     }
@@ -388,7 +402,7 @@ pub(crate) async fn serve(
         tracing::warn!(error = %e, "the simulator task failed");
     }
     tracing::info!("stopped");
-    Ok(())
+    Ok(app.restart_plan())
 }
 
 /// A loopback port free now.

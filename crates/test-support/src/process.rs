@@ -48,7 +48,12 @@ impl ServerProcess {
             .env("PLANTD_LOG", "warn")
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            // PLANTD_TEST_SERVER_STDERR=1 shows the server's log (with PLANTD_LOG in `env`).
+            .stderr(if std::env::var_os("PLANTD_TEST_SERVER_STDERR").is_some() {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            })
             .spawn()
             .expect("start plantd");
         let stdout = child.stdout.take().expect("stdout");

@@ -264,7 +264,8 @@ async fn count_between(base: &str, key: &str, asset: &str, from: i64, to: i64) -
     r["meta"]["total"].as_u64().unwrap()
 }
 
-fn free_port() -> u16 {
+/// A loopback port free now.
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

@@ -19,6 +19,7 @@ mod data_sources;
 mod discovery;
 mod edge;
 mod edge_setup;
+mod edge_update;
 mod edge_uplink;
 mod fleet;
 mod identity;

@@ -54,7 +54,7 @@ async fn upload(app: &TestApp, key: &str, bytes: Vec<u8>, fields: &[(&str, &str)
 }
 
 /// A released package of `bytes`.
-async fn released(app: &TestApp, bytes: Vec<u8>, version: &str) -> Value {
+pub(crate) async fn released(app: &TestApp, bytes: Vec<u8>, version: &str) -> Value {
     let (status, body) = upload(app, &app.admin_key, bytes, &[("version", version)]).await;
     assert_eq!(status, 201, "{body}");
     let id = body["data"]["id"].as_str().unwrap().to_string();
@@ -481,7 +481,7 @@ async fn wait_status(app: &TestApp, id: &str, status: &str, secs: u64) -> Value 
     .await
 }
 
-async fn device_states(app: &TestApp, id: &str) -> Vec<Value> {
+pub(crate) async fn device_states(app: &TestApp, id: &str) -> Vec<Value> {
     app.get(
         &format!("/ota/deployments/{id}/devices?per_page=100"),
         &app.admin_key,
