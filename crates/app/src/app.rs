@@ -70,9 +70,13 @@ struct Inner {
 impl App {
     pub fn new(store: Store, config: AppConfig) -> Self {
         let password_threads = config.password_checks_at_once;
+        let tsdb = Tsdb::new(store.clone(), config.retention);
+        if let Some(edge) = &config.edge {
+            tsdb.set_log_limits(edge.flush_points, edge.max_log_backlog);
+        }
         Self {
             inner: Arc::new(Inner {
-                tsdb: Tsdb::new(store.clone(), config.retention),
+                tsdb,
                 store,
                 config,
                 limiter: RateLimiter::new(),

@@ -78,6 +78,11 @@ pub struct EdgeSettings {
     pub templates: Vec<plantd_model::provisioning::AssetTemplate>,
     /// How the agent updates itself (`plantd edge`); none inside `plantd up`.
     pub update: Option<crate::update_files::SelfUpdateSettings>,
+    /// Points the telemetry log's flush reads at once, and points it may hold before ingest
+    /// waits for the flusher: smaller than a cloud's (6,000,000 and 12,000,000) so that a
+    /// backlog taken at once (a backfill) keeps the agent in the Hub Pro's 256 MiB.
+    pub flush_points: u64,
+    pub max_log_backlog: u64,
 }
 
 impl Default for EdgeSettings {
@@ -92,6 +97,8 @@ impl Default for EdgeSettings {
             regions: Default::default(),
             templates: Vec::new(),
             update: None,
+            flush_points: 500_000,
+            max_log_backlog: 2_000_000,
         }
     }
 }

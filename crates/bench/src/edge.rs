@@ -15,16 +15,16 @@ use crate::sim::{rss_mib, status_mib};
 use crate::telemetry::{create_keys, now_ms, post, rfc3339};
 
 /// Tags of the agent (10 assets of 100 tags).
-const TAGS: usize = 1_000;
-const ASSETS: usize = 10;
+pub(crate) const TAGS: usize = 1_000;
+pub(crate) const ASSETS: usize = 10;
 /// Seconds of the backfill (one hour).
-const BACKFILL_SECS: i64 = 3_600;
+pub(crate) const BACKFILL_SECS: i64 = 3_600;
 /// The Hub Pro's budget for the agent.
 const MEMORY_BUDGET_MIB: f64 = 256.0;
 const DISK_BUDGET_GB: f64 = 2.0;
 
 /// One scan of every tag at `ts` (ms): a batch of 1,000 points.
-fn scan(ts: i64, k: i64) -> Bytes {
+pub(crate) fn scan(ts: i64, k: i64) -> Bytes {
     let at = rfc3339(ts);
     let mut s = String::with_capacity(TAGS * 90);
     s.push_str("{\"data\":[");
@@ -44,6 +44,33 @@ fn scan(ts: i64, k: i64) -> Bytes {
     }
     s.push_str("]}");
     Bytes::from(s)
+}
+
+/// An hour of scans from `start` (ms), oldest first, on 2 connections, as fast as the agent
+/// at `addr` takes them; the seconds it took.
+pub(crate) async fn send_hour(addr: &str, keys: &[String], start: i64) -> Result<f64> {
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for c in 0..2i64 {
+        let (addr, keys) = (addr.to_string(), keys.to_vec());
+        tasks.push(tokio::spawn(async move {
+            let mut sender = connect(&addr).await?;
+            let mut k = c;
+            while k < BACKFILL_SECS {
+                let key = &keys[(k as usize / 2) % keys.len()];
+                let status = post(&mut sender, &addr, key, scan(start + k * 1000, k)).await?;
+                if status != 200 {
+                    bail!("ingest answered {status}");
+                }
+                k += 2;
+            }
+            Ok::<_, anyhow::Error>(())
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    Ok(started.elapsed().as_secs_f64())
 }
 
 fn dir_bytes(dir: &std::path::Path) -> u64 {
@@ -93,30 +120,8 @@ pub(crate) async fn run(o: &Options) -> Result<()> {
         o.plantd_path.display()
     );
 
-    // An hour of scans, oldest first, on 2 connections.
     let start = now_ms() - (BACKFILL_SECS + o.duration.as_secs() as i64 + 60) * 1000;
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    for c in 0..2i64 {
-        let (addr, keys) = (addr.clone(), keys.clone());
-        tasks.push(tokio::spawn(async move {
-            let mut sender = connect(&addr).await?;
-            let mut k = c;
-            while k < BACKFILL_SECS {
-                let key = &keys[(k as usize / 2) % keys.len()];
-                let status = post(&mut sender, &addr, key, scan(start + k * 1000, k)).await?;
-                if status != 200 {
-                    bail!("ingest answered {status}");
-                }
-                k += 2;
-            }
-            Ok::<_, anyhow::Error>(())
-        }));
-    }
-    for t in tasks {
-        t.await??;
-    }
-    let backfill_secs = started.elapsed().as_secs_f64();
+    let backfill_secs = send_hour(&addr, &keys, start).await?;
     let backfilled = BACKFILL_SECS as f64 * TAGS as f64;
     let after_backfill = rss_mib(pid)?;
 

@@ -34,6 +34,9 @@ pub(crate) enum Suite {
     Fleet,
     /// The edge agent with 1,000 tags at 1 Hz: memory and disk against the Hub Pro's budget.
     Edge,
+    /// The edge agent forwarding an hour kept while its cloud was away, beside Mosquitto's
+    /// bridge forwarding the same messages.
+    EdgeForward,
     /// A firmware deployment to a fleet, and package downloads beside python3 -m http.server.
     Ota,
     /// An ML dataset's upload, validation and profile, beside pandas on the same file.
@@ -208,6 +211,17 @@ pub(crate) fn spawn_command(
     database_url: Option<&str>,
     extra: &[&str],
 ) -> Result<Server> {
+    spawn_command_with(o, command, database_url, extra, "")
+}
+
+/// [`spawn_command`] with more lines for its configuration file (`[edge]` settings).
+pub(crate) fn spawn_command_with(
+    o: &Options,
+    command: &str,
+    database_url: Option<&str>,
+    extra: &[&str],
+    more_config: &str,
+) -> Result<Server> {
     let dir = std::env::temp_dir().join(format!(
         "plantd-bench-{}-{}",
         std::process::id(),
@@ -218,7 +232,9 @@ pub(crate) fn spawn_command(
     let config = dir.join("bench.toml");
     std::fs::write(
         &config,
-        "anonymous_requests_per_minute = 1000000000\nlicense_key_requests_per_minute = 1000000000\n[limits.enterprise_requests]\nper_minute = 1000000000\nper_hour = 1000000000\nper_day = 1000000000\n",
+        format!(
+            "anonymous_requests_per_minute = 1000000000\nlicense_key_requests_per_minute = 1000000000\n{more_config}\n[limits.enterprise_requests]\nper_minute = 1000000000\nper_hour = 1000000000\nper_day = 1000000000\n"
+        ),
     )?;
     let mut storage: Vec<String> = vec![
         "--data-dir".into(),

@@ -1,6 +1,6 @@
 //! `plantd-bench SUITE`: benchmarks of plantd that print tables (not tests), each running the
 //! release server as a separate process: `api`, `identity`, `console`, `telemetry`, `sim`,
-//! `connectors`, `alerts`, `licenses`, `fleet`, `edge` (the agent's memory and disk at 1,000 tags), `ota`, `ml-datasets`, `bi` (SQL beside DuckDB), `regions` (replication lag through NATS); and `ml-forest`, the
+//! `connectors`, `alerts`, `licenses`, `fleet`, `edge` (the agent's memory and disk at 1,000 tags), `edge-forward` (its backfill over MQTT beside Mosquitto's bridge), `ota`, `ml-datasets`, `bi` (SQL beside DuckDB), `regions` (replication lag through NATS); and `ml-forest`, the
 //! isolation forest itself beside scikit-learn, then the live scorer's cost (`ml-live` alone)
 //! (docs/benchmarks.md).
 
@@ -10,6 +10,7 @@ mod bi;
 mod connectors;
 mod console;
 mod edge;
+mod edge_forward;
 mod fleet;
 mod harness;
 mod identity;
@@ -40,6 +41,7 @@ async fn main() -> Result<()> {
         Suite::Api => api::run(&o).await,
         Suite::Fleet => fleet::run(&o).await,
         Suite::Edge => edge::run(&o).await,
+        Suite::EdgeForward => edge_forward::run(&o).await,
         Suite::Ota => ota::run(&o).await,
         Suite::MlDatasets => ml_datasets::run(&o).await,
         Suite::MlForest => ml_forest::run(&o).await,

@@ -222,6 +222,7 @@ pub fn edge_settings(
         templates: crate::edge::templates(),
         // `plantd edge` sets it (it knows its binary and arguments).
         update: None,
+        ..defaults
     })
 }
 
