@@ -579,7 +579,8 @@ impl App {
     }
 
     /// Reports a final step and removes the marker once the cloud has the report (the marker
-    /// stays for the next start if this one ends first).
+    /// stays for the next start if this one ends first); the download goes then, and backups
+    /// older than a day.
     async fn report_and_forget(&self, marker: &Path, deployment: &str, state: &str, message: &str) {
         self.report_ota(deployment, state, Some(message), None);
         while !self
@@ -588,6 +589,9 @@ impl App {
             .await
         {}
         let _ = tokio::fs::remove_file(marker).await;
+        if let Some(dir) = marker.parent().map(Path::to_path_buf) {
+            let _ = tokio::task::spawn_blocking(move || prune_backups(&dir, None)).await;
+        }
     }
 
     /// The new version's health check: within the deadline it is connected to the cloud and

@@ -351,15 +351,29 @@ pub(crate) async fn enrollment_token(cloud: &TestApp) -> String {
         .to_string()
 }
 
+/// `GET /v1{path}` of an agent, as a client that keeps to the rate limit: a `429` (a test that
+/// polls for minutes on a slow machine) is tried again after its `Retry-After`.
 pub(crate) async fn agent_get(base: &str, key: &str, path: &str) -> Value {
-    let r = reqwest::Client::new()
-        .get(format!("{base}/v1{path}"))
-        .bearer_auth(key)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200, "GET {path}");
-    r.json().await.unwrap()
+    for _ in 0..60 {
+        let r = reqwest::Client::new()
+            .get(format!("{base}/v1{path}"))
+            .bearer_auth(key)
+            .send()
+            .await
+            .unwrap();
+        if r.status() == 429 {
+            let wait = r
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+                .unwrap_or(1);
+            tokio::time::sleep(std::time::Duration::from_secs(wait.clamp(1, 60))).await;
+            continue;
+        }
+        assert_eq!(r.status(), 200, "GET {path}");
+        return r.json().await.unwrap();
+    }
+    panic!("GET {path}: still rate limited after 60 tries");
 }
 
 async fn agent_latest(base: &str, key: &str, asset: &str, tag: &str) -> Option<f64> {

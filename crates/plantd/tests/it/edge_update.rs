@@ -217,6 +217,12 @@ async fn an_agent_updates_itself_and_rolls_back_a_version_that_fails_its_health_
         .expect(200);
     assert_eq!(h.json["data"]["heartbeat"]["firmware_version"], "2.0.0");
     assert!(!agent_dir.join("update/pending.json").exists());
+    // The downloads are gone once reported; the backups stay their day.
+    wait_for("the downloads dropped", 30, || async {
+        (!agent_dir.join("update/download").exists()).then_some(())
+    })
+    .await;
+    assert!(backup.join("plantd").exists());
     assert!(agent.stop("TERM").success());
     sim.stop();
     let _ = std::fs::remove_dir_all(dir);
