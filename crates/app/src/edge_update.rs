@@ -35,8 +35,8 @@ use tokio::io::AsyncWriteExt;
 use crate::app::App;
 use crate::update_files::{
     BackupInfo, FIRMWARE, Firmware, MARKER, PINNED_KEY, PackageParams, Pending, Stage, Step,
-    binary_version, environment, file_name, mkdir, prune_backups, read_json, replace_file, restore,
-    verify_file, verify_signature, write_json, write_private,
+    binary_version, file_name, mkdir, prune_backups, read_json, replace_file, restore, verify_file,
+    verify_signature, write_json, write_private,
 };
 pub use crate::update_files::{
     KEEP_BACKUPS, Restart, SelfUpdateSettings, roll_back_after_failed_start,
@@ -172,11 +172,7 @@ impl App {
             None,
         );
         let sources = self.connected_sources(org_id).await;
-        let before = Restart {
-            exe: s.exe.clone(),
-            args: s.args.clone(),
-            env: environment(),
-        };
+        let before = s.restart_as_now();
         let pending = Pending {
             deployment_id: d.clone(),
             package_id: p.package.id.clone(),
@@ -467,11 +463,7 @@ impl App {
                     from_version: info.version,
                     to_version: self.firmware_version(),
                     backup,
-                    before: Restart {
-                        exe: s.exe.clone(),
-                        args: s.args.clone(),
-                        env: environment(),
-                    },
+                    before: s.restart_as_now(),
                     sources: Vec::new(),
                     started_at: Timestamp::now(),
                     starts: 0,

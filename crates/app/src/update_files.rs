@@ -272,8 +272,20 @@ pub(crate) fn prune_backups(dir: &Path, keep: Option<&Path>) {
     }
 }
 
-/// This process's environment (what a rollback starts the version before with).
-pub(crate) fn environment() -> Vec<(String, String)> {
+impl SelfUpdateSettings {
+    /// How to start this agent again as it runs now: its binary, its arguments, this process's
+    /// environment (what a rollback starts the version before with).
+    pub(crate) fn restart_as_now(&self) -> Restart {
+        Restart {
+            exe: self.exe.clone(),
+            args: self.args.clone(),
+            env: environment(),
+        }
+    }
+}
+
+/// This process's environment.
+fn environment() -> Vec<(String, String)> {
     std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect()

@@ -267,10 +267,10 @@ async fn session(
                         }
                     }
                     Event::Incoming(Packet::PubAck(ack)) => {
-                        if let Some(Sent::Report(n)) = by_pkid.get(&ack.pkid) {
-                            app.ota_report_acked(*n);
-                            by_pkid.remove(&ack.pkid);
-                        } else if let Some(Sent::Outbox(record)) = by_pkid.remove(&ack.pkid)
+                        let sent = by_pkid.remove(&ack.pkid);
+                        if let Some(Sent::Report(n)) = sent {
+                            app.ota_report_acked(n);
+                        } else if let Some(Sent::Outbox(record)) = sent
                             && let Some(f) = in_flight.get_mut(&record)
                         {
                             f.messages -= 1;

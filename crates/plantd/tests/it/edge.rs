@@ -312,9 +312,20 @@ pub(crate) fn start_agent_with_env(
     args: &[&str],
     env: &[(&str, &str)],
 ) -> (plantd_test_support::ServerProcess, String) {
-    let mut all = vec!["edge", "--listen", "127.0.0.1:0", "--data-dir", dir];
+    launch_agent(BIN, "127.0.0.1:0", dir, args, env)
+}
+
+/// `bin edge --listen LISTEN --data-dir DIR ARGS` with environment variables; its admin key.
+pub(crate) fn launch_agent(
+    bin: &str,
+    listen: &str,
+    dir: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (plantd_test_support::ServerProcess, String) {
+    let mut all = vec!["edge", "--listen", listen, "--data-dir", dir];
     all.extend_from_slice(args);
-    let mut agent = plantd_test_support::ServerProcess::launch_with_env(BIN, &all, env, "stop:");
+    let mut agent = plantd_test_support::ServerProcess::launch_with_env(bin, &all, env, "stop:");
     agent.base = agent.printed_after("listening on ").unwrap();
     (agent, admin_key(dir))
 }

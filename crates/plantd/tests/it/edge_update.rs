@@ -8,10 +8,10 @@
 //! before again.
 
 use crate::connectors::start_sim;
-use crate::edge::{BIN, admin_key, agent_get, enrollment_token};
+use crate::edge::{BIN, agent_get, enrollment_token, launch_agent};
 use crate::edge_uplink::free_port;
 use crate::ota::{device_states, released};
-use plantd_test_support::{ServerProcess, TestApp, spawn_app_with, temp_dir, wait_for};
+use plantd_test_support::{TestApp, spawn_app_with, temp_dir, wait_for};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::path::Path;
@@ -87,14 +87,11 @@ async fn an_agent_updates_itself_and_rolls_back_a_version_that_fails_its_health_
     let (opcua, modbus) = (sim.opcua_port.to_string(), sim.modbus_port.to_string());
     let mqtt_url = format!("mqtt://{}", channel.local_addr.unwrap());
     let cloud_root = format!("http://{}", cloud.addr);
-    let mut agent = ServerProcess::launch_with_env(
+    let (mut agent, ek) = launch_agent(
         installed.to_str().unwrap(),
+        &listen,
+        agent_dir.to_str().unwrap(),
         &[
-            "edge",
-            "--listen",
-            &listen,
-            "--data-dir",
-            agent_dir.to_str().unwrap(),
             "--config",
             config.to_str().unwrap(),
             "--mode",
@@ -109,10 +106,8 @@ async fn an_agent_updates_itself_and_rolls_back_a_version_that_fails_its_health_
             &cloud_root,
         ],
         &[("PLANTD_MQTT_URL", &mqtt_url)],
-        "stop:",
     );
     let pid = agent.child.id();
-    let ek = admin_key(agent_dir.to_str().unwrap());
     let device_id = agent_get(&base, &ek, "/edge/config").await["data"]["cloud"]["device_id"]
         .as_str()
         .unwrap()
