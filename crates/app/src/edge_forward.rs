@@ -51,9 +51,9 @@ pub fn mqtt_address(url: &str) -> Result<(String, u16), String> {
 }
 
 /// A batch as the cloud's ingest takes it (`{"data": [points]}`), the quality kept.
-pub fn telemetry_payload(points: &[Point]) -> Vec<u8> {
+pub fn telemetry_payload<'a>(points: impl IntoIterator<Item = &'a Point>) -> Vec<u8> {
     let data: Vec<Value> = points
-        .iter()
+        .into_iter()
         .map(|p| {
             let mut v = json!({"asset_id": p.asset_id, "tag_name": p.tag_name, "value": p.value,
                                "timestamp": p.timestamp.to_rfc3339()});

@@ -1,10 +1,10 @@
 //! `plantd-bench edge`: the edge agent (`plantd edge`, SQLite, the edge retention) with 1,000
 //! tags against the SPEC's smallest box (Hub Pro: 256 MiB for the agent, 7 days of raw points
 //! in 2 GB). First an hour of those tags at 1 Hz sent in order as fast as the agent takes it
-//! (a backfill: what a connector's scans of an hour hold, one point per tag per batch), then
-//! `--duration` seconds live at 1 Hz (1,000 points a second, each second's batch at its time)
-//! while its memory is sampled; then a graceful stop and the data directory's size. Prints each
-//! figure beside its budget.
+//! (a backfill of a closed hour: what a connector's scans of an hour hold, one point per tag
+//! per batch), then `--duration` seconds live at 1 Hz (1,000 points a second, each second's
+//! batch at its time) while its memory is sampled; then the sealer's pass, a graceful stop and
+//! the data directory's size, by table. Prints each figure beside its budget.
 
 use anyhow::{Result, bail};
 use hyper::body::Bytes;
@@ -87,9 +87,10 @@ fn dir_bytes(dir: &std::path::Path) -> u64 {
         .unwrap_or(0)
 }
 
-/// The bytes of a SQLite database's pages in use: its file less its free pages (what the
-/// telemetry log freed once flushed, which SQLite reuses for the next points).
-async fn pages_in_use(db: &std::path::Path) -> Result<u64> {
+/// What a SQLite database's pages in use hold: its file less its free pages (what the
+/// telemetry log freed once flushed, which SQLite reuses for the next points), and the bytes of
+/// each table with its indexes (SQLite's `dbstat`), largest first.
+async fn pages_in_use(db: &std::path::Path) -> Result<(u64, Vec<(String, u64)>)> {
     use sqlx::Row;
     let url = format!("sqlite://{}?mode=ro", db.display());
     let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(&url).await?;
@@ -104,7 +105,27 @@ async fn pages_in_use(db: &std::path::Path) -> Result<u64> {
         read("page_count").await?,
         read("freelist_count").await?,
     );
-    Ok((size * (count - free)) as u64)
+    let rows = sqlx::query(
+        "SELECT COALESCE(m.tbl_name, d.name) AS t, CAST(SUM(d.pgsize) AS INTEGER) AS b \
+         FROM dbstat d LEFT JOIN sqlite_schema m ON m.name = d.name GROUP BY t ORDER BY b DESC",
+    )
+    .fetch_all(&mut conn)
+    .await?;
+    let tables = rows
+        .iter()
+        .map(|r| {
+            Ok((
+                r.try_get::<String, _>("t")?,
+                r.try_get::<i64, _>("b")? as u64,
+            ))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(((size * (count - free)) as u64, tables))
+}
+
+/// The tables a connector's readings land in: what grows with the points an agent keeps.
+fn telemetry_table(name: &str) -> bool {
+    name.starts_with("telemetry_")
 }
 
 pub(crate) async fn run(o: &Options) -> Result<()> {
@@ -120,7 +141,11 @@ pub(crate) async fn run(o: &Options) -> Result<()> {
         o.plantd_path.display()
     );
 
-    let start = now_ms() - (BACKFILL_SECS + o.duration.as_secs() as i64 + 60) * 1000;
+    // The hour before the last whole one: closed (and so sealed, its minute rollups packed) by
+    // the end of the run, as every hour but the current one is on an agent that has run a
+    // week. The live seconds land in the open hour.
+    let hour = BACKFILL_SECS * 1000;
+    let start = (now_ms() / hour - 2) * hour;
     let backfill_secs = send_hour(&addr, &keys, start).await?;
     let backfilled = BACKFILL_SECS as f64 * TAGS as f64;
     let after_backfill = rss_mib(pid)?;
@@ -141,6 +166,9 @@ pub(crate) async fn run(o: &Options) -> Result<()> {
     }
     let peak = status_mib(pid, "VmHWM")?;
     let points = backfilled + (seconds as f64) * TAGS as f64;
+    // The sealer's pass after the last batch (one once ingest has paused for a second, and
+    // every few seconds).
+    tokio::time::sleep(Duration::from_secs(15)).await;
     let dir = server.dir.clone();
     // A graceful stop (the store closed, its log checkpointed), then the directory's size
     // (the server's drop removes the directory).
@@ -149,7 +177,12 @@ pub(crate) async fn run(o: &Options) -> Result<()> {
         .status();
     let _ = server.child.wait();
     let bytes = dir_bytes(&dir);
-    let in_use = pages_in_use(&dir.join("plantd.db")).await?;
+    let (in_use, tables) = pages_in_use(&dir.join("plantd.db")).await?;
+    let telemetry: u64 = tables
+        .iter()
+        .filter(|(t, _)| telemetry_table(t))
+        .map(|(_, b)| b)
+        .sum();
     // PLANTD_BENCH_KEEP: keep a copy of the data directory to look into.
     if let Ok(keep) = std::env::var("PLANTD_BENCH_KEEP") {
         let _ = std::process::Command::new("cp")
@@ -159,7 +192,7 @@ pub(crate) async fn run(o: &Options) -> Result<()> {
 
     let per_point = bytes as f64 / points;
     let used_per_point = in_use as f64 / points;
-    let week_gb = used_per_point * TAGS as f64 * 86_400.0 * 7.0 / 1e9;
+    let week = |per_point: f64| per_point * TAGS as f64 * 86_400.0 * 7.0 / 1e9;
     println!();
     println!("{:<58} {:>12} {:>12}", "figure", "plantd edge", "budget");
     println!(
@@ -193,8 +226,31 @@ pub(crate) async fn run(o: &Options) -> Result<()> {
         "  of which in use (pages not free), bytes a point", used_per_point, "-"
     );
     println!(
-        "{:<58} {:>12.2} {:>12.1}",
-        "7 days of 1,000 tags at 1 Hz at the in-use rate, GB", week_gb, DISK_BUDGET_GB
+        "{:<58} {:>12.2} {:>12}",
+        "  of which the telemetry tables, bytes a point",
+        telemetry as f64 / points,
+        "-"
     );
+    println!(
+        "{:<58} {:>12.2} {:>12.1}",
+        "7 days of 1,000 tags at 1 Hz, telemetry tables, GB",
+        week(telemetry as f64 / points),
+        DISK_BUDGET_GB
+    );
+    println!(
+        "{:<58} {:>12.2} {:>12.1}",
+        "7 days at the in-use rate (all tables), GB",
+        week(used_per_point),
+        DISK_BUDGET_GB
+    );
+    println!();
+    println!("pages in use by table (with its indexes):");
+    for (t, b) in tables.iter().filter(|(_, b)| *b >= 64 * 1024) {
+        println!(
+            "  {t:<40} {:>10.1} MB {:>8.3} B/point",
+            *b as f64 / 1e6,
+            *b as f64 / points
+        );
+    }
     Ok(())
 }

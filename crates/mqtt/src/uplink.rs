@@ -1,8 +1,9 @@
 //! The edge agent's uplink (issue 34; docs/api.md, "Store and forward"): once the agent is
 //! enrolled, it connects to its cloud's MQTT device channel as its fleet device and
 //!
-//! - forwards what it stores: the telemetry outbox, each record published with QoS 1 and
-//!   deleted only when the cloud has acknowledged it (the cloud acknowledges after its own
+//! - forwards what it stores: the telemetry outbox, its records packed into messages of up to
+//!   5,000 points published with QoS 1, each record deleted only when the cloud has
+//!   acknowledged every message carrying its points (the cloud acknowledges after its own
 //!   durable write), so nothing is lost to a cut connection or a restart. What was kept while
 //!   the cloud was away (the records older than the connection) goes oldest first at most
 //!   `backfill_points_per_second`; what arrives meanwhile (live) goes at once beside it;
@@ -17,6 +18,7 @@ use plantd_app::edge_forward::{
     OutboxRecord, POINTS_PER_MESSAGE, UplinkLogin, mqtt_address, telemetry_payload,
 };
 use plantd_model::edge_regions::{Failover, RegionalCloud};
+use plantd_model::telemetry::Point;
 use rumqttc::{AsyncClient, Event, MqttOptions, Outgoing, Packet, QoS};
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -36,8 +38,8 @@ const DESCRIBE_EVERY: Duration = Duration::from_secs(5);
 /// What a publish carries, to know what its acknowledgement settles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Sent {
-    /// Part of an outbox record.
-    Outbox(i64),
+    /// A message of the outbox's points (its number in `carried`).
+    Outbox(u64),
     /// A self-update report (its number).
     Report(u64),
     /// A heartbeat, an answer, a tag description: nothing waits for its acknowledgement.
@@ -143,7 +145,7 @@ async fn check_health(
     }
 }
 
-/// One outbox record on its way: its messages not yet acknowledged and its points.
+/// One outbox record on its way: its messages not yet acknowledged and its points in them.
 struct InFlight {
     messages: usize,
     points: u64,
@@ -209,6 +211,11 @@ async fn session(
     // Records up to this id were kept before the connection: the backlog.
     let mut live_from = 0i64;
     let mut in_flight: HashMap<i64, InFlight> = HashMap::new();
+    // The records each outbox message carries points of, by the message's number.
+    let mut carried: HashMap<u64, Vec<i64>> = HashMap::new();
+    let mut next_message = 0u64;
+    // The last look filled the window.
+    let mut full = false;
     // What each publish not yet given its packet id carries.
     let mut unnumbered: VecDeque<Sent> = VecDeque::new();
     let mut by_pkid: HashMap<u16, Sent> = HashMap::new();
@@ -270,16 +277,26 @@ async fn session(
                         let sent = by_pkid.remove(&ack.pkid);
                         if let Some(Sent::Report(n)) = sent {
                             app.ota_report_acked(n);
-                        } else if let Some(Sent::Outbox(record)) = sent
-                            && let Some(f) = in_flight.get_mut(&record)
-                        {
-                            f.messages -= 1;
-                            if f.messages == 0 {
-                                let points = f.points;
-                                in_flight.remove(&record);
-                                app.outbox_forwarded(&[record], points)
+                        } else if let Some(Sent::Outbox(message)) = sent {
+                            let mut done: Vec<i64> = Vec::new();
+                            let mut points = 0;
+                            for record in carried.remove(&message).unwrap_or_default() {
+                                if let Some(f) = in_flight.get_mut(&record) {
+                                    f.messages -= 1;
+                                    if f.messages == 0 {
+                                        points += f.points;
+                                        in_flight.remove(&record);
+                                        done.push(record);
+                                    }
+                                }
+                            }
+                            if !done.is_empty() {
+                                app.outbox_forwarded(&done, points)
                                     .await
                                     .map_err(|e| e.to_string())?;
+                            }
+                            if std::mem::take(&mut full) {
+                                look.reset_immediately();
                             }
                         }
                     }
@@ -317,69 +334,98 @@ async fn session(
             }
             _ = look.tick(), if connected => {
                 let skip: Vec<i64> = in_flight.keys().copied().collect();
-                let mut room = WINDOW.saturating_sub(unnumbered.len() + by_pkid.len());
+                let room = WINDOW.saturating_sub(unnumbered.len() + by_pkid.len());
+                let alone = room == WINDOW;
+                let mut budget = room * POINTS_PER_MESSAGE;
                 // Live first: what arrived since the connection goes at once.
                 let mut records: Vec<OutboxRecord> = Vec::new();
-                if room > 0 {
-                    records = app
-                        .outbox_next(live_from, None, &skip, room * POINTS_PER_MESSAGE)
+                if budget > 0 {
+                    let live = app
+                        .outbox_next(live_from, None, &skip, budget)
                         .await
                         .map_err(|e| e.to_string())?;
+                    records = within_budget(live, &mut budget, alone);
                 }
-                // At most `room` messages: many small records (a connector's scans) must not
-                // overflow the client's queue; the rest go at the next look.
-                records = within_window(records, &mut room);
-                if room > 0 && live_from > 0 {
+                let mut paced = false;
+                if budget > 0 && live_from > 0 {
                     let backlog = app
-                        .outbox_next(0, Some(live_from), &skip, room * POINTS_PER_MESSAGE)
+                        .outbox_next(0, Some(live_from), &skip, budget)
                         .await
                         .map_err(|e| e.to_string())?;
-                    for r in within_window(backlog, &mut room) {
+                    for r in within_budget(backlog, &mut budget, alone && records.is_empty()) {
                         if !bucket.take(r.points.len()) {
+                            paced = true;
                             break;
                         }
                         records.push(r);
                     }
                 }
-                for record in records {
-                    if record.points.is_empty() {
-                        // Its series are gone (the organization's data was deleted): nothing to send.
-                        app.outbox_forwarded(&[record.id], 0).await.map_err(|e| e.to_string())?;
-                        continue;
+                // The window is full: the next look comes as soon as a message is acknowledged
+                // rather than at the next tick (a backlog goes at the cloud's pace, not the
+                // tick's), unless the backlog's rate holds it back.
+                full = budget < POINTS_PER_MESSAGE && !paced;
+                let (empty, records): (Vec<_>, Vec<_>) =
+                    records.into_iter().partition(|r| r.points.is_empty());
+                if !empty.is_empty() {
+                    // Their series are gone (the organization's data was deleted): nothing to send.
+                    let ids: Vec<i64> = empty.iter().map(|r| r.id).collect();
+                    app.outbox_forwarded(&ids, 0).await.map_err(|e| e.to_string())?;
+                }
+                for (ids, points) in pack(&records) {
+                    for (id, n) in &ids {
+                        let f = in_flight.entry(*id).or_insert(InFlight { messages: 0, points: 0 });
+                        f.messages += 1;
+                        f.points += *n as u64;
                     }
-                    let chunks: Vec<&[plantd_model::telemetry::Point]> =
-                        record.points.chunks(POINTS_PER_MESSAGE).collect();
-                    in_flight.insert(record.id, InFlight {
-                        messages: chunks.len(),
-                        points: record.points.len() as u64,
-                    });
-                    for chunk in chunks {
-                        publish(&mut unnumbered, Sent::Outbox(record.id), &login.topics.telemetry, telemetry_payload(chunk))?;
-                    }
+                    let ids = ids.into_iter().map(|(id, _)| id).collect();
+                    let message = next_message;
+                    next_message += 1;
+                    carried.insert(message, ids);
+                    publish(&mut unnumbered, Sent::Outbox(message), &login.topics.telemetry, telemetry_payload(points))?;
                 }
             }
         }
     }
 }
 
-/// Messages of a record: its points in messages of [`POINTS_PER_MESSAGE`], one at least.
-fn messages_of(record: &OutboxRecord) -> usize {
-    record.points.len().div_ceil(POINTS_PER_MESSAGE).max(1)
-}
-
-/// The first of `records` whose messages fit in `room` (taken from it). A record larger than
-/// the whole window goes alone when nothing else is in flight (else it would never go).
-fn within_window(records: Vec<OutboxRecord>, room: &mut usize) -> Vec<OutboxRecord> {
+/// The first of `records` whose points fit in `budget` (taken from it). A record larger than
+/// the whole window goes alone when nothing else is in flight (`alone`; else it would never go).
+fn within_budget(records: Vec<OutboxRecord>, budget: &mut usize, alone: bool) -> Vec<OutboxRecord> {
     let mut kept = Vec::new();
     for r in records {
-        let n = messages_of(&r);
-        if n > *room && !(kept.is_empty() && *room == WINDOW) {
+        let n = r.points.len();
+        if n > *budget && !(kept.is_empty() && alone) {
             break;
         }
-        *room = room.saturating_sub(n);
+        *budget = budget.saturating_sub(n);
         kept.push(r);
     }
     kept
+}
+
+/// The records' points, in order, in messages of at most [`POINTS_PER_MESSAGE`]: several small
+/// records (a connector's scans, an API batch of a few points) share a message, a large one
+/// spans several. Each message comes with the records it carries points of and how many.
+fn pack(records: &[OutboxRecord]) -> Vec<(Vec<(i64, usize)>, Vec<&Point>)> {
+    let mut messages: Vec<(Vec<(i64, usize)>, Vec<&Point>)> = Vec::new();
+    let mut ids: Vec<(i64, usize)> = Vec::new();
+    let mut points: Vec<&Point> = Vec::with_capacity(POINTS_PER_MESSAGE);
+    for r in records {
+        let mut rest = r.points.as_slice();
+        while !rest.is_empty() {
+            let take = (POINTS_PER_MESSAGE - points.len()).min(rest.len());
+            points.extend(&rest[..take]);
+            ids.push((r.id, take));
+            rest = &rest[take..];
+            if points.len() == POINTS_PER_MESSAGE {
+                messages.push((std::mem::take(&mut ids), std::mem::take(&mut points)));
+            }
+        }
+    }
+    if !points.is_empty() {
+        messages.push((ids, points));
+    }
+    messages
 }
 
 #[cfg(test)]
@@ -406,29 +452,60 @@ mod tests {
     }
 
     #[test]
-    fn a_look_sends_no_more_messages_than_the_window_holds() {
-        // A hundred scans of a few points waited while the cloud was away: 16 go now.
-        let scans: Vec<OutboxRecord> = (0..100).map(|i| record(i, 9)).collect();
-        let mut room = WINDOW;
-        let sent = within_window(scans, &mut room);
-        assert_eq!((sent.len(), room), (WINDOW, 0));
-        // With 3 in flight, 13 messages: a record of two messages counts twice.
-        let mut room = WINDOW - 3;
-        let sent = within_window(
+    fn a_look_sends_no_more_points_than_the_window_holds() {
+        let full = WINDOW * POINTS_PER_MESSAGE;
+        // Scans waited while the cloud was away: as many as the window's points take.
+        let scans: Vec<OutboxRecord> = (0..100).map(|i| record(i, full / 40)).collect();
+        let mut budget = full;
+        let sent = within_budget(scans, &mut budget, true);
+        assert_eq!((sent.len(), budget), (40, 0));
+        // With messages in flight, what is left of the window.
+        let mut budget = 3 * POINTS_PER_MESSAGE;
+        let sent = within_budget(
             vec![
                 record(1, POINTS_PER_MESSAGE + 1),
                 record(2, 1),
-                record(3, 1),
+                record(3, 2 * POINTS_PER_MESSAGE),
             ],
-            &mut room,
+            &mut budget,
+            false,
         );
-        assert_eq!((sent.len(), room), (3, 9));
+        assert_eq!((sent.len(), budget), (2, 2 * POINTS_PER_MESSAGE - 2));
         // A record larger than the window goes alone, when nothing else is in flight.
-        let huge = || vec![record(1, POINTS_PER_MESSAGE * (WINDOW + 2)), record(2, 1)];
-        let mut room = WINDOW;
-        assert_eq!(within_window(huge(), &mut room).len(), 1);
-        assert_eq!(room, 0);
-        let mut room = WINDOW - 1;
-        assert!(within_window(huge(), &mut room).is_empty());
+        let huge = || vec![record(1, full * 2), record(2, 1)];
+        let mut budget = full;
+        assert_eq!(within_budget(huge(), &mut budget, true).len(), 1);
+        assert_eq!(budget, 0);
+        let mut budget = full - POINTS_PER_MESSAGE;
+        assert!(within_budget(huge(), &mut budget, false).is_empty());
+    }
+
+    #[test]
+    fn small_records_share_a_message_and_a_large_one_spans_several() {
+        let records = vec![
+            record(1, 3),
+            record(2, POINTS_PER_MESSAGE * 2),
+            record(3, 1),
+        ];
+        let messages = pack(&records);
+        let shape: Vec<(Vec<(i64, usize)>, usize)> = messages
+            .iter()
+            .map(|(ids, p)| (ids.clone(), p.len()))
+            .collect();
+        assert_eq!(
+            shape,
+            vec![
+                (
+                    vec![(1, 3), (2, POINTS_PER_MESSAGE - 3)],
+                    POINTS_PER_MESSAGE
+                ),
+                (vec![(2, POINTS_PER_MESSAGE)], POINTS_PER_MESSAGE),
+                (vec![(2, 3), (3, 1)], 4),
+            ]
+        );
+        // Every point once, in order.
+        let sent: usize = messages.iter().map(|(_, p)| p.len()).sum();
+        assert_eq!(sent, 3 + POINTS_PER_MESSAGE * 2 + 1);
+        assert!(pack(&[]).is_empty());
     }
 }
