@@ -3,8 +3,10 @@
 //! in 2 GB). First an hour of those tags at 1 Hz sent in order as fast as the agent takes it
 //! (a backfill of a closed hour: what a connector's scans of an hour hold, one point per tag
 //! per batch), then `--duration` seconds live at 1 Hz (1,000 points a second, each second's
-//! batch at its time) while its memory is sampled; then the sealer's pass, a graceful stop and
-//! the data directory's size, by table. Prints each figure beside its budget.
+//! batch at its time) while its memory is sampled; then a graceful stop and the data
+//! directory's size. The disk a week takes is what the closed hour takes once sealed (as every
+//! hour but the current one is on an agent that has run a week), measured by table before the
+//! live seconds. Prints each figure beside its budget.
 
 use anyhow::{Result, bail};
 use hyper::body::Bytes;
@@ -123,6 +125,31 @@ async fn pages_in_use(db: &std::path::Path) -> Result<(u64, Vec<(String, u64)>)>
     Ok(((size * (count - free)) as u64, tables))
 }
 
+/// Waits (at most 120 s) until the agent's store at `db` holds no head block and no minute
+/// rollup row: every window sealed, every hour's minutes packed. The seconds it took.
+async fn wait_sealed(db: &std::path::Path) -> Result<f64> {
+    use sqlx::Row;
+    let started = Instant::now();
+    let url = format!("sqlite://{}?mode=ro", db.display());
+    loop {
+        let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(&url).await?;
+        let row = sqlx::query(
+            "SELECT (SELECT COUNT(*) FROM telemetry_block WHERE sealed = 0) \
+             + (SELECT COUNT(*) FROM telemetry_rollup WHERE level = 1) AS n",
+        )
+        .fetch_one(&mut conn)
+        .await?;
+        if row.try_get::<i64, _>("n")? == 0 {
+            return Ok(started.elapsed().as_secs_f64());
+        }
+        if started.elapsed() > Duration::from_secs(120) {
+            bail!("the hour was not sealed within 120 s");
+        }
+        drop(conn);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 /// The tables a connector's readings land in: what grows with the points an agent keeps.
 fn telemetry_table(name: &str) -> bool {
     name.starts_with("telemetry_")
@@ -149,6 +176,11 @@ pub(crate) async fn run(o: &Options) -> Result<()> {
     let backfill_secs = send_hour(&addr, &keys, start).await?;
     let backfilled = BACKFILL_SECS as f64 * TAGS as f64;
     let after_backfill = rss_mib(pid)?;
+    // The hour as a week's hours are kept: its blocks sealed and its minutes packed by the
+    // sealer's pass once ingest paused. Its bytes a point are what 7 days take.
+    let db = server.dir.join("plantd.db");
+    let sealed_in = wait_sealed(&db).await?;
+    let (hour_in_use, hour_tables) = pages_in_use(&db).await?;
 
     // Live: one scan a second at its time.
     let mut sender = connect(&addr).await?;
@@ -166,9 +198,6 @@ pub(crate) async fn run(o: &Options) -> Result<()> {
     }
     let peak = status_mib(pid, "VmHWM")?;
     let points = backfilled + (seconds as f64) * TAGS as f64;
-    // The sealer's pass after the last batch (one once ingest has paused for a second, and
-    // every few seconds).
-    tokio::time::sleep(Duration::from_secs(15)).await;
     let dir = server.dir.clone();
     // A graceful stop (the store closed, its log checkpointed), then the directory's size
     // (the server's drop removes the directory).
@@ -177,8 +206,8 @@ pub(crate) async fn run(o: &Options) -> Result<()> {
         .status();
     let _ = server.child.wait();
     let bytes = dir_bytes(&dir);
-    let (in_use, tables) = pages_in_use(&dir.join("plantd.db")).await?;
-    let telemetry: u64 = tables
+    let (in_use, _) = pages_in_use(&dir.join("plantd.db")).await?;
+    let telemetry: u64 = hour_tables
         .iter()
         .filter(|(t, _)| telemetry_table(t))
         .map(|(_, b)| b)
@@ -227,29 +256,35 @@ pub(crate) async fn run(o: &Options) -> Result<()> {
     );
     println!(
         "{:<58} {:>12.2} {:>12}",
+        format!("the hour, sealed ({sealed_in:.0} s after it), in use, bytes a point"),
+        hour_in_use as f64 / backfilled,
+        "-"
+    );
+    println!(
+        "{:<58} {:>12.2} {:>12}",
         "  of which the telemetry tables, bytes a point",
-        telemetry as f64 / points,
+        telemetry as f64 / backfilled,
         "-"
     );
     println!(
         "{:<58} {:>12.2} {:>12.1}",
         "7 days of 1,000 tags at 1 Hz, telemetry tables, GB",
-        week(telemetry as f64 / points),
+        week(telemetry as f64 / backfilled),
         DISK_BUDGET_GB
     );
     println!(
         "{:<58} {:>12.2} {:>12.1}",
-        "7 days at the in-use rate (all tables), GB",
-        week(used_per_point),
+        "7 days, all tables (with the API's audit rows), GB",
+        week(hour_in_use as f64 / backfilled),
         DISK_BUDGET_GB
     );
     println!();
-    println!("pages in use by table (with its indexes):");
-    for (t, b) in tables.iter().filter(|(_, b)| *b >= 64 * 1024) {
+    println!("the sealed hour's pages in use by table (with its indexes):");
+    for (t, b) in hour_tables.iter().filter(|(_, b)| *b >= 64 * 1024) {
         println!(
             "  {t:<40} {:>10.1} MB {:>8.3} B/point",
             *b as f64 / 1e6,
-            *b as f64 / points
+            *b as f64 / backfilled
         );
     }
     Ok(())

@@ -1,9 +1,10 @@
 //! `plantd-bench edge-forward`: store and forward after an hour offline (issue 34). An edge
 //! agent (`plantd edge`, SQLite) enrolls with a cloud (`plantd serve --mqtt-listen`), the cloud
 //! stops, the agent takes an hour of 1,000 tags at 1 Hz (3,600 batches of 1,000 points, kept in
-//! its outbox), the cloud starts again and the agent forwards the hour over MQTT (QoS 1, each
-//! message acknowledged after the cloud's durable write), its backfill rate unbounded: the time
-//! until its outbox is empty, and the cloud's count of the points.
+//! its outbox), the cloud starts again and the agent forwards the hour over MQTT (QoS 1, its
+//! batches packed into messages of up to 5,000 points, each acknowledged after the cloud's
+//! durable write), its backfill rate unbounded: the time until its outbox is empty, the cloud's
+//! count of the points and of the messages it took.
 //!
 //! Beside it, Mosquitto's bridge doing the same store and forward: a Mosquitto on the edge
 //! bridges `plantd/#` to a second one (the cloud) that is down while the same 3,600 messages
@@ -93,7 +94,20 @@ async fn cloud_points(addr: &str, key: &str, from: i64, to: i64) -> Result<u64> 
     Ok(total)
 }
 
-async fn plantd_row(o: &Options) -> Result<(f64, u64, f64)> {
+/// Telemetry messages the cloud took since it started (its `/metrics`).
+async fn cloud_messages(addr: &str, key: &str) -> Result<u64> {
+    let mut http = connect(addr).await?;
+    let (_, body) = Probe::get("/metrics", key).call(&mut http, addr).await?;
+    Ok(String::from_utf8_lossy(&body)
+        .lines()
+        .find_map(|l| l.strip_prefix("plantd_mqtt_messages_total{topic=\"telemetry\"} "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .unwrap_or(0.0) as u64)
+}
+
+/// plantd's row: seconds, points the cloud holds, messages it took, seconds the agent took to
+/// keep the hour.
+async fn plantd_row(o: &Options) -> Result<(f64, u64, u64, f64)> {
     let (cloud_port, mqtt_port) = (free_port()?, free_port()?);
     let listen_at = format!("127.0.0.1:{cloud_port}");
     let mqtt_at = format!("127.0.0.1:{mqtt_port}");
@@ -163,9 +177,10 @@ async fn plantd_row(o: &Options) -> Result<(f64, u64, f64)> {
     let secs = back.elapsed().as_secs_f64();
     let arrived =
         cloud_points(&cloud.addr, &cloud_key, start, start + BACKFILL_SECS * 1000).await?;
+    let messages = cloud_messages(&cloud.addr, &cloud_key).await?;
     drop(agent);
     stop_child(&mut cloud.child, &cloud.dir);
-    Ok((secs, arrived, kept_in))
+    Ok((secs, arrived, messages, kept_in))
 }
 
 /// Mosquitto's bridge forwarding the same messages: its messages/s and seconds.
@@ -264,7 +279,7 @@ pub(crate) async fn run(o: &Options) -> Result<()> {
         "store and forward: an hour of {TAGS} tags at 1 Hz ({points} points in {BACKFILL_SECS} messages of {TAGS}) kept while the cloud is away, then forwarded; {}",
         o.plantd_path.display()
     );
-    let (plantd_secs, arrived, _) = plantd_row(o).await?;
+    let (plantd_secs, arrived, plantd_messages, _) = plantd_row(o).await?;
     if arrived != points {
         bail!("the cloud holds {arrived} of the {points} points");
     }
@@ -279,7 +294,7 @@ pub(crate) async fn run(o: &Options) -> Result<()> {
         "plantd edge -> plantd cloud (MQTT QoS 1, stored durably)",
         plantd_secs,
         points as f64 / plantd_secs,
-        BACKFILL_SECS
+        plantd_messages
     );
     println!(
         "{:<62} {:>10.1} {:>12.0} {:>10}",

@@ -222,10 +222,12 @@ pub(crate) fn spawn_command_with(
     extra: &[&str],
     more_config: &str,
 ) -> Result<Server> {
+    // Each server of the run its own directory (a benchmark may run several at once).
+    static SERVERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let dir = std::env::temp_dir().join(format!(
         "plantd-bench-{}-{}",
         std::process::id(),
-        Instant::now().elapsed().as_nanos()
+        SERVERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     ));
     std::fs::create_dir_all(&dir)?;
     // Finite enterprise limits so the limiter counts every request (unlimited would skip it).

@@ -371,16 +371,15 @@ async fn session(
                     let ids: Vec<i64> = empty.iter().map(|r| r.id).collect();
                     app.outbox_forwarded(&ids, 0).await.map_err(|e| e.to_string())?;
                 }
-                for (ids, points) in pack(&records) {
-                    for (id, n) in &ids {
+                for Packed { parts, points } in pack(&records) {
+                    for (id, n) in &parts {
                         let f = in_flight.entry(*id).or_insert(InFlight { messages: 0, points: 0 });
                         f.messages += 1;
                         f.points += *n as u64;
                     }
-                    let ids = ids.into_iter().map(|(id, _)| id).collect();
                     let message = next_message;
                     next_message += 1;
-                    carried.insert(message, ids);
+                    carried.insert(message, parts.into_iter().map(|(id, _)| id).collect());
                     publish(&mut unnumbered, Sent::Outbox(message), &login.topics.telemetry, telemetry_payload(points))?;
                 }
             }
@@ -403,27 +402,37 @@ fn within_budget(records: Vec<OutboxRecord>, budget: &mut usize, alone: bool) ->
     kept
 }
 
+/// One message of the outbox's points: the records it carries points of (id, how many) and
+/// the points.
+struct Packed<'a> {
+    parts: Vec<(i64, usize)>,
+    points: Vec<&'a Point>,
+}
+
 /// The records' points, in order, in messages of at most [`POINTS_PER_MESSAGE`]: several small
 /// records (a connector's scans, an API batch of a few points) share a message, a large one
-/// spans several. Each message comes with the records it carries points of and how many.
-fn pack(records: &[OutboxRecord]) -> Vec<(Vec<(i64, usize)>, Vec<&Point>)> {
-    let mut messages: Vec<(Vec<(i64, usize)>, Vec<&Point>)> = Vec::new();
-    let mut ids: Vec<(i64, usize)> = Vec::new();
-    let mut points: Vec<&Point> = Vec::with_capacity(POINTS_PER_MESSAGE);
+/// spans several.
+fn pack(records: &[OutboxRecord]) -> Vec<Packed<'_>> {
+    let mut messages = Vec::new();
+    let mut parts = Vec::new();
+    let mut points = Vec::with_capacity(POINTS_PER_MESSAGE);
     for r in records {
         let mut rest = r.points.as_slice();
         while !rest.is_empty() {
             let take = (POINTS_PER_MESSAGE - points.len()).min(rest.len());
             points.extend(&rest[..take]);
-            ids.push((r.id, take));
+            parts.push((r.id, take));
             rest = &rest[take..];
             if points.len() == POINTS_PER_MESSAGE {
-                messages.push((std::mem::take(&mut ids), std::mem::take(&mut points)));
+                messages.push(Packed {
+                    parts: std::mem::take(&mut parts),
+                    points: std::mem::take(&mut points),
+                });
             }
         }
     }
     if !points.is_empty() {
-        messages.push((ids, points));
+        messages.push(Packed { parts, points });
     }
     messages
 }
@@ -490,7 +499,7 @@ mod tests {
         let messages = pack(&records);
         let shape: Vec<(Vec<(i64, usize)>, usize)> = messages
             .iter()
-            .map(|(ids, p)| (ids.clone(), p.len()))
+            .map(|m| (m.parts.clone(), m.points.len()))
             .collect();
         assert_eq!(
             shape,
@@ -504,7 +513,7 @@ mod tests {
             ]
         );
         // Every point once, in order.
-        let sent: usize = messages.iter().map(|(_, p)| p.len()).sum();
+        let sent: usize = messages.iter().map(|m| m.points.len()).sum();
         assert_eq!(sent, 3 + POINTS_PER_MESSAGE * 2 + 1);
         assert!(pack(&[]).is_empty());
     }
