@@ -50,20 +50,35 @@ pub fn mqtt_address(url: &str) -> Result<(String, u16), String> {
     }
 }
 
-/// A batch as the cloud's ingest takes it (`{"data": [points]}`), the quality kept.
+/// One point as the cloud's ingest takes it.
+#[derive(serde::Serialize)]
+struct WirePoint<'a> {
+    asset_id: &'a str,
+    tag_name: &'a str,
+    value: f64,
+    timestamp: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    quality: Option<&'static str>,
+}
+
+/// A batch as the cloud's ingest takes it (`{"data": [points]}`), the quality kept (written
+/// only when not `good`).
 pub fn telemetry_payload<'a>(points: impl IntoIterator<Item = &'a Point>) -> Vec<u8> {
-    let data: Vec<Value> = points
+    let data: Vec<WirePoint<'a>> = points
         .into_iter()
-        .map(|p| {
-            let mut v = json!({"asset_id": p.asset_id, "tag_name": p.tag_name, "value": p.value,
-                               "timestamp": p.timestamp.to_rfc3339()});
-            if p.quality != Quality::Good {
-                v["quality"] = json!(p.quality.as_str());
-            }
-            v
+        .map(|p| WirePoint {
+            asset_id: &p.asset_id,
+            tag_name: &p.tag_name,
+            value: p.value,
+            timestamp: p.timestamp.to_rfc3339(),
+            quality: (p.quality != Quality::Good).then(|| p.quality.as_str()),
         })
         .collect();
-    serde_json::to_vec(&json!({ "data": data })).unwrap_or_default()
+    #[derive(serde::Serialize)]
+    struct Batch<'a> {
+        data: Vec<WirePoint<'a>>,
+    }
+    serde_json::to_vec(&Batch { data }).unwrap_or_default()
 }
 
 impl App {
