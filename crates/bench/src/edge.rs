@@ -89,13 +89,18 @@ fn dir_bytes(dir: &std::path::Path) -> u64 {
         .unwrap_or(0)
 }
 
+/// A read-only connection to the agent's SQLite database (beside the running agent, or after).
+async fn read_only(db: &std::path::Path) -> Result<sqlx::SqliteConnection> {
+    let url = format!("sqlite://{}?mode=ro", db.display());
+    Ok(<sqlx::SqliteConnection as sqlx::Connection>::connect(&url).await?)
+}
+
 /// What a SQLite database's pages in use hold: its file less its free pages (what the
 /// telemetry log freed once flushed, which SQLite reuses for the next points), and the bytes of
 /// each table with its indexes (SQLite's `dbstat`), largest first.
 async fn pages_in_use(db: &std::path::Path) -> Result<(u64, Vec<(String, u64)>)> {
     use sqlx::Row;
-    let url = format!("sqlite://{}?mode=ro", db.display());
-    let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(&url).await?;
+    let mut conn = read_only(db).await?;
     let mut read = async |pragma: &str| -> Result<i64> {
         let row = sqlx::query(sqlx::AssertSqlSafe(format!("PRAGMA {pragma}")))
             .fetch_one(&mut conn)
@@ -130,9 +135,8 @@ async fn pages_in_use(db: &std::path::Path) -> Result<(u64, Vec<(String, u64)>)>
 async fn wait_sealed(db: &std::path::Path) -> Result<f64> {
     use sqlx::Row;
     let started = Instant::now();
-    let url = format!("sqlite://{}?mode=ro", db.display());
     loop {
-        let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(&url).await?;
+        let mut conn = read_only(db).await?;
         let row = sqlx::query(
             "SELECT (SELECT COUNT(*) FROM telemetry_block WHERE sealed = 0) \
              + (SELECT COUNT(*) FROM telemetry_rollup WHERE level = 1) AS n",

@@ -20,10 +20,10 @@ use std::time::{Duration, Instant};
 
 use crate::edge::{ASSETS, BACKFILL_SECS, TAGS, scan, send_hour};
 use crate::harness::{
-    Options, Probe, connect, free_port, post_json, spawn_command_with, start_server_with,
-    stop_child,
+    Options, Probe, connect, free_port, post_json, spawn_command_with, start_mosquitto,
+    start_server_with, stop_child,
 };
-use crate::telemetry::{create_keys, now_ms, rfc3339};
+use crate::telemetry::{create_keys, gauge, now_ms, rfc3339};
 
 /// The agent's `GET /v1/edge/config` answer.
 async fn edge_config(addr: &str, key: &str) -> Result<Value> {
@@ -92,17 +92,6 @@ async fn cloud_points(addr: &str, key: &str, from: i64, to: i64) -> Result<u64> 
         total += v["meta"]["total"].as_u64().context("meta.total")?;
     }
     Ok(total)
-}
-
-/// Telemetry messages the cloud took since it started (its `/metrics`).
-async fn cloud_messages(addr: &str, key: &str) -> Result<u64> {
-    let mut http = connect(addr).await?;
-    let (_, body) = Probe::get("/metrics", key).call(&mut http, addr).await?;
-    Ok(String::from_utf8_lossy(&body)
-        .lines()
-        .find_map(|l| l.strip_prefix("plantd_mqtt_messages_total{topic=\"telemetry\"} "))
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .unwrap_or(0.0) as u64)
 }
 
 /// plantd's row: seconds, points the cloud holds, messages it took, seconds the agent took to
@@ -177,7 +166,8 @@ async fn plantd_row(o: &Options) -> Result<(f64, u64, u64, f64)> {
     let secs = back.elapsed().as_secs_f64();
     let arrived =
         cloud_points(&cloud.addr, &cloud_key, start, start + BACKFILL_SECS * 1000).await?;
-    let messages = cloud_messages(&cloud.addr, &cloud_key).await?;
+    // The telemetry messages the cloud took since it started again.
+    let messages = gauge(&cloud, "plantd_mqtt_messages_total{topic=\"telemetry\"}").await? as u64;
     drop(agent);
     stop_child(&mut cloud.child, &cloud.dir);
     Ok((secs, arrived, messages, kept_in))
@@ -185,8 +175,6 @@ async fn plantd_row(o: &Options) -> Result<(f64, u64, u64, f64)> {
 
 /// Mosquitto's bridge forwarding the same messages: its messages/s and seconds.
 async fn mosquitto_row() -> Result<(f64, u64)> {
-    let mosquitto =
-        std::env::var("PLANTD_BENCH_MOSQUITTO").unwrap_or_else(|_| "/usr/sbin/mosquitto".into());
     let (edge_port, cloud_port) = (free_port()?, free_port()?);
     let dir = std::env::temp_dir().join(format!("plantd-bench-bridge-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
@@ -202,15 +190,7 @@ async fn mosquitto_row() -> Result<(f64, u64)> {
         dir.join("cloud.conf"),
         format!("listener {cloud_port} 127.0.0.1\nallow_anonymous true\nmax_queued_messages 0\n"),
     )?;
-    let start_broker = |conf: &str| {
-        Command::new(&mosquitto)
-            .arg("-c")
-            .arg(dir.join(conf))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .with_context(|| format!("start {mosquitto}"))
-    };
+    let start_broker = |conf: &str| start_mosquitto(&dir.join(conf));
     let mut edge = start_broker("edge.conf")?;
     tokio::time::sleep(Duration::from_millis(500)).await;
 

@@ -250,8 +250,6 @@ pub(crate) async fn run(o: &Options) -> Result<()> {
     }
 
     // Mosquitto alone: the same devices and messages; a controller client sends the commands.
-    let mosquitto =
-        std::env::var("PLANTD_BENCH_MOSQUITTO").unwrap_or_else(|_| "/usr/sbin/mosquitto".into());
     let port = free_port()?;
     let dir = std::env::temp_dir().join(format!("plantd-bench-mosquitto-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
@@ -259,13 +257,7 @@ pub(crate) async fn run(o: &Options) -> Result<()> {
         dir.join("m.conf"),
         format!("listener {port} 127.0.0.1\nallow_anonymous true\nmax_connections -1\n"),
     )?;
-    let mut child = std::process::Command::new(&mosquitto)
-        .arg("-c")
-        .arg(dir.join("m.conf"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .with_context(|| format!("start {mosquitto}"))?;
+    let mut child = crate::harness::start_mosquitto(&dir.join("m.conf"))?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let creds: Vec<(String, Option<String>)> = (0..n).map(|i| (format!("dev{i}"), None)).collect();
     let controller = Controller::start(port).await?;

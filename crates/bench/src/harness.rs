@@ -529,6 +529,19 @@ pub(crate) fn stop_child(child: &mut std::process::Child, dir: &std::path::Path)
 }
 
 /// A loopback port free now (for a server the benchmark starts).
+/// Mosquitto (`PLANTD_BENCH_MOSQUITTO`, else Debian's) with the configuration file `conf`, quiet.
+pub(crate) fn start_mosquitto(conf: &std::path::Path) -> Result<std::process::Child> {
+    let mosquitto =
+        std::env::var("PLANTD_BENCH_MOSQUITTO").unwrap_or_else(|_| "/usr/sbin/mosquitto".into());
+    std::process::Command::new(&mosquitto)
+        .arg("-c")
+        .arg(conf)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .with_context(|| format!("start {mosquitto}"))
+}
+
 pub(crate) fn free_port() -> Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?

@@ -595,8 +595,9 @@ async fn series_rows(
     Ok(())
 }
 
-/// A gauge of the server's `/metrics` (loopback needs no token).
-async fn gauge(server: &Server, metric: &str) -> Result<f64> {
+/// A figure of the server's `/metrics` (a gauge, or a counter since it started; loopback needs
+/// no token).
+pub(crate) async fn gauge(server: &Server, metric: &str) -> Result<f64> {
     let mut sender = connect(&server.addr).await?;
     let probe = crate::harness::Probe {
         authorization: String::new(),
