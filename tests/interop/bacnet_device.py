@@ -2,6 +2,7 @@
 I-Am. Arguments: address (e.g. 127.0.0.2/8:47808), device instance. Prints "ready" once bound."""
 
 import asyncio
+import os
 import sys
 
 from bacpypes3.app import Application
@@ -9,6 +10,8 @@ from bacpypes3.argparse import SimpleArgumentParser
 
 
 async def main():
+    # What goes wrong shows in the test's message: stderr joins stdout, which the test reads.
+    os.dup2(1, 2)
     address, instance = sys.argv[1], sys.argv[2]
     args = SimpleArgumentParser().parse_args(
         ["--name", "Boiler_AHU", "--instance", instance, "--address", address]

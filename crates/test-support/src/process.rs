@@ -93,6 +93,13 @@ impl ServerProcess {
             .map(|v| v.trim().to_string())
     }
 
+    /// What the process printed since its `ready` line (or the last call), without waiting.
+    pub fn printed_since(&mut self) -> Vec<String> {
+        let more: Vec<String> = self._lines.try_iter().collect();
+        self.printed.extend(more.iter().cloned());
+        more
+    }
+
     /// Sends a signal (`TERM`, `KILL`, ...) to the server.
     pub fn signal(&self, name: &str) {
         let ok = Command::new("kill")
