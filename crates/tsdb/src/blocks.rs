@@ -1,16 +1,17 @@
-//! The SQL of `telemetry_block`: raw points packed per series and window (one UTC hour).
+//! The SQL of `telemetry_block`: raw points packed per series and window (one UTC hour), and
+//! the closed days of sparse series compacted into one block a day (`compact.rs`).
 //!
-//! Invariants every writer keeps: a block holds the points of one series within one window, in
-//! time order, at least one; the blocks of a series never overlap in time (`start_ts..=end_ts`),
-//! so the block holding a timestamp is found by one index range on `(series_id, start_ts)`
-//! starting at the timestamp's window.
+//! Invariants every writer keeps: a block holds the points of one series within one window, or
+//! (compacted) within one UTC day, in time order, at least one; the blocks of a series never
+//! overlap in time (`start_ts..=end_ts`), so the block holding a timestamp is found by one index
+//! range on `(series_id, start_ts)` starting at the timestamp's day ([`reach_of`]).
 
 use sqlx::{AnyConnection, Row};
 use std::collections::HashMap;
 
 use crate::block::{self, Columns};
 use crate::error::Result;
-use crate::levels::{HOUR, floor_to};
+use crate::levels::{DAY, HOUR, floor_to};
 use crate::sql::{Statement, cached_sql, value_rows};
 
 /// The time window of a block.
@@ -24,10 +25,22 @@ pub(crate) fn window_of(t: i64) -> i64 {
     floor_to(t, WINDOW)
 }
 
+/// Where the blocks that may hold `t` start at the earliest: its UTC day (a compacted block
+/// spans at most one).
+pub(crate) fn reach_of(t: i64) -> i64 {
+    floor_to(t, DAY)
+}
+
+/// Whether a block spans more than one window (a compacted day).
+pub(crate) fn spans_windows(start: i64, end: i64) -> bool {
+    window_of(start) != window_of(end)
+}
+
 /// A block as stored.
 pub(crate) struct StoredBlock {
     pub start: i64,
     pub end: i64,
+    pub count: i64,
     pub sealed: bool,
     pub data: Vec<u8>,
 }
@@ -38,13 +51,14 @@ impl StoredBlock {
     }
 }
 
-const COLUMNS: &str = "start_ts, end_ts, sealed, data";
+const COLUMNS: &str = "start_ts, end_ts, count, sealed, data";
 
 fn stored(r: &sqlx::any::AnyRow) -> Result<StoredBlock> {
     let sealed: i16 = r.try_get("sealed")?;
     Ok(StoredBlock {
         start: r.try_get("start_ts")?,
         end: r.try_get("end_ts")?,
+        count: r.try_get("count")?,
         sealed: sealed != 0,
         data: r.try_get("data")?,
     })
@@ -71,7 +85,7 @@ pub(crate) async fn overlapping(
          AND end_ts >= $4 ORDER BY start_ts"
     )))
     .bind(series)
-    .bind(window_of(lo))
+    .bind(reach_of(lo))
     .bind(hi)
     .bind(lo)
     .fetch_all(&mut *conn)
@@ -80,7 +94,7 @@ pub(crate) async fn overlapping(
 }
 
 /// The blocks holding a point in each probe's `[lo, hi]` (a series and a span within one
-/// window), in one statement per 200 probes, by (series, window), each by time.
+/// window), in one statement per 200 probes, by (series, window of their start), each by time.
 pub(crate) async fn overlapping_many(
     conn: &mut AnyConnection,
     sqlite: bool,
@@ -93,21 +107,23 @@ pub(crate) async fn overlapping_many(
             let values = value_rows(sqlite, chunk.len(), 4, "", true);
             format!(
                 "WITH p (series_id, w, lo, hi) AS (VALUES {values}) \
-                 SELECT b.series_id, b.start_ts, b.end_ts, b.sealed, b.data FROM p \
+                 SELECT b.series_id, b.start_ts, b.end_ts, b.count, b.sealed, b.data FROM p \
                  JOIN telemetry_block b ON b.series_id = p.series_id AND b.start_ts >= p.w \
                  AND b.start_ts <= p.hi AND b.end_ts >= p.lo ORDER BY b.series_id, b.start_ts"
             )
         });
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
         for (series, lo, hi) in chunk {
-            q = q.bind(*series).bind(window_of(*lo)).bind(*lo).bind(*hi);
+            q = q.bind(*series).bind(reach_of(*lo)).bind(*lo).bind(*hi);
         }
         for row in q.fetch_all(&mut *conn).await? {
             let block = stored(&row)?;
             let series: i64 = row.try_get("series_id")?;
-            out.entry((series, window_of(block.start)))
-                .or_default()
-                .push(block);
+            let found = out.entry((series, window_of(block.start))).or_default();
+            // A compacted day's block answers every probe of its day: once is enough.
+            if !found.iter().any(|b| b.start == block.start) {
+                found.push(block);
+            }
         }
     }
     Ok(out)
@@ -126,7 +142,7 @@ pub(crate) async fn following(
          AND end_ts > $4 ORDER BY start_ts LIMIT $5"
     )))
     .bind(series)
-    .bind(window_of(after.saturating_add(1)))
+    .bind(reach_of(after.saturating_add(1)))
     .bind(end)
     .bind(after)
     .bind(limit)
@@ -157,18 +173,28 @@ pub(crate) async fn points(
     Ok(out)
 }
 
-/// Every block of `series` in the window starting at `window`, by time.
+/// Every block of `series` starting in the window starting at `window`, by time.
 pub(crate) async fn of_window(
     conn: &mut AnyConnection,
     series: i64,
     window: i64,
 ) -> Result<Vec<StoredBlock>> {
+    starting_in(conn, series, window, window + WINDOW).await
+}
+
+/// Every block of `series` starting in `[from, to)`, by time.
+pub(crate) async fn starting_in(
+    conn: &mut AnyConnection,
+    series: i64,
+    from: i64,
+    to: i64,
+) -> Result<Vec<StoredBlock>> {
     let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
         "SELECT {COLUMNS} FROM telemetry_block WHERE series_id = $1 AND start_ts >= $2 AND start_ts < $3 ORDER BY start_ts"
     )))
     .bind(series)
-    .bind(window)
-    .bind(window + WINDOW)
+    .bind(from)
+    .bind(to)
     .fetch_all(&mut *conn)
     .await?;
     rows.iter().map(stored).collect()
@@ -225,6 +251,22 @@ impl EncodedBlock {
     /// Its bytes' length.
     pub(crate) fn len(&self) -> usize {
         self.data.len()
+    }
+
+    /// Its points.
+    pub(crate) fn count(&self) -> i64 {
+        self.count
+    }
+
+    /// The block as a read would find it once written.
+    pub(crate) fn stored(&self) -> StoredBlock {
+        StoredBlock {
+            start: self.start,
+            end: self.end,
+            count: self.count,
+            sealed: self.sealed,
+            data: self.data.clone(),
+        }
     }
 }
 

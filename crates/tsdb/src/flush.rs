@@ -454,6 +454,32 @@ async fn write_blocks(
     } else {
         blocks::overlapping_many(tx, sqlite, &probes).await?
     };
+    // A compacted day the group lands in becomes hour blocks again first (compacted again
+    // once the day is quiet), so that each segment merges with its window's blocks only.
+    let spanning: Vec<(i64, i64)> = stored
+        .iter()
+        .filter(|(_, found)| found.iter().any(|b| blocks::spans_windows(b.start, b.end)))
+        .map(|(key, _)| *key)
+        .collect();
+    for key in spanning {
+        let found = stored.remove(&key).unwrap_or_default();
+        for b in found {
+            let pieces = if blocks::spans_windows(b.start, b.end) {
+                crate::compact::split(tx, sqlite, key.0, &b).await?
+            } else {
+                vec![b]
+            };
+            for piece in pieces {
+                stored
+                    .entry((key.0, blocks::window_of(piece.start)))
+                    .or_default()
+                    .push(piece);
+            }
+        }
+    }
+    for found in stored.values_mut() {
+        found.sort_by_key(|b| b.start);
+    }
     let mut replaced = HashSet::new();
     let mut new_blocks = Vec::with_capacity(segments.len());
     for (s, window, seg) in segments {

@@ -7,6 +7,7 @@
 
 mod block;
 mod blocks;
+mod compact;
 mod error;
 mod flush;
 mod ingest;

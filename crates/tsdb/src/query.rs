@@ -9,7 +9,7 @@ use sqlx::Row;
 use std::collections::HashMap;
 
 use crate::block::Columns;
-use crate::blocks::{self, window_of};
+use crate::blocks::{self, reach_of};
 use crate::error::Result;
 use crate::levels::{BucketStats, HOUR, LEVELS, floor_to};
 use crate::rollups;
@@ -230,7 +230,7 @@ impl Queries<'_> {
         let mut q = sqlx::query(sqlx::AssertSqlSafe(edges))
             .bind(lo)
             .bind(hi)
-            .bind(window_of(lo));
+            .bind(reach_of(lo));
         for a in &args {
             q = q.bind(a.clone());
         }

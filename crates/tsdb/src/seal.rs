@@ -2,7 +2,8 @@
 //! merged per series and window into one compressed block once the window is closed, and earlier
 //! when an open window has gathered [`OPEN_WINDOW_BLOCKS`] of them, so that reads stay a few
 //! blocks per window. Sealing changes no point, so rollups, latest values and everything read are
-//! the same before and after. The same pass packs closed hours' minute rollups (`rollups.rs`).
+//! the same before and after. The same pass packs closed hours' minute rollups (`rollups.rs`)
+//! and compacts the closed days of sparse series (`compact.rs`).
 
 use plantd_store::{Backend, Store};
 use std::sync::Arc;
@@ -85,8 +86,10 @@ pub(crate) async fn seal_pending(store: &Store, now: i64) -> Result<usize> {
         |tx, series, window, merge| Box::pin(seal_window(tx, sqlite, series, window, merge)),
     )
     .await?;
-    // The closed hours' minute rollups, packed the same way.
+    // The closed hours' minute rollups, packed the same way; then the days of sparse series,
+    // their sealed hours compacted.
     sealed += crate::rollups::pack_due(store, now).await?;
+    sealed += crate::compact::compact_due(store).await?;
     if sealed > 0 && sqlite {
         // Give the pages of the merged head blocks back to the file system (a file created
         // with auto_vacuum; a no-op on older files, whose free pages are reused instead), on
@@ -182,7 +185,8 @@ pub(crate) async fn seal_window(
     let (true, Some(first), Some(last)) = (unchanged, stored.first(), stored.last()) else {
         return Ok(false);
     };
-    match merge.into {
+    let points = merge.into.as_ref().map_or(first.count, EncodedBlock::count);
+    let rewrote = match merge.into {
         None if merge.closed && !first.sealed => {
             sqlx::query(
                 "UPDATE telemetry_block SET sealed = 1 WHERE series_id = $1 AND start_ts = $2",
@@ -191,13 +195,18 @@ pub(crate) async fn seal_window(
             .bind(first.start)
             .execute(&mut **tx)
             .await?;
-            Ok(true)
+            true
         }
-        None => Ok(false),
+        None => false,
         Some(block) => {
             blocks::delete_span(tx, series, first.start, last.start).await?;
             blocks::insert_encoded(tx, sqlite, &[block]).await?;
-            Ok(true)
+            true
         }
+    };
+    if rewrote && merge.closed {
+        // Its day may now be compacted once it closes.
+        crate::compact::mark(tx, series, window, points).await?;
     }
+    Ok(rewrote)
 }

@@ -27,17 +27,19 @@ async fn rollups_are_exact_under_late_out_of_order_and_replaced_points() {
             n
         );
     }
-    // The windows are closed: sealing merges their head blocks into one compressed block each.
+    // The windows are closed: sealing merges their head blocks into one compressed block each,
+    // then each day's two hours (180 points each) into one block.
     tsdb.seal().await.unwrap();
     assert_eq!(
         block_count(&_store).await,
-        (4, 0),
-        "one sealed block per hour"
+        (2, 0),
+        "one sealed block per day"
     );
     let minutes = minute_state(&_store).await;
     assert_eq!((minutes.0, minutes.1), (4, 0), "minutes packed per hour");
     assert_raw_equals(&tsdb, &org, &expected, b, b + 2 * DAY).await;
-    // Replace every 13th point, late, with a new value: the sealed blocks are rewritten.
+    // Replace every 13th point, late, with a new value: the days' blocks are split into their
+    // hours, which are rewritten.
     let replaced: Vec<(i64, f64)> = times
         .iter()
         .step_by(13)
@@ -57,7 +59,7 @@ async fn rollups_are_exact_under_late_out_of_order_and_replaced_points() {
         .await
         .unwrap();
     tsdb.seal().await.unwrap();
-    assert_eq!(block_count(&_store).await, (4, 0));
+    assert_eq!(block_count(&_store).await, (2, 0));
     let minutes = minute_state(&_store).await;
     assert_eq!((minutes.0, minutes.1), (4, 0), "minutes packed again");
     assert_raw_equals(&tsdb, &org, &expected, b, b + 2 * DAY).await;
