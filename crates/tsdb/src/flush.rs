@@ -22,9 +22,9 @@ use std::time::Duration;
 use crate::block::Columns;
 use crate::blocks::{self, NewBlock};
 use crate::error::Result;
-use crate::levels::{BucketStats, HOUR, LEVELS, MINUTE, floor_to, runs};
+use crate::levels::{BucketStats, LEVELS, floor_to, runs};
 use crate::log::{self, RawPoint};
-use crate::rollups::{self, DELTAS_PER_STATEMENT, write_buckets};
+use crate::rollups::{self, DELTAS_PER_STATEMENT, Packing, write_buckets};
 use crate::sql::{Statement, cached_sql, value_rows};
 use crate::state::Shared;
 
@@ -349,6 +349,7 @@ async fn apply(
     });
     let mut below: Buckets = Vec::new();
     let mut source_width = 1;
+    let now = plantd_model::Timestamp::now().millis();
     for (level, width) in LEVELS {
         // Minutes straight from the points (no copy of them), coarser levels from the level
         // below.
@@ -357,15 +358,17 @@ async fn apply(
         } else {
             bucketize(below.iter().copied(), width)
         };
-        if width == MINUTE {
-            // Packed hours these minutes fall in become rows again before they change.
-            let hours: Vec<(i64, i64)> = buckets
+        if let Some(p) = Packing::of_level(level) {
+            // Packed hours (days) these minutes (hours) fall in become rows again before they
+            // change.
+            let spans: Vec<(i64, i64)> = buckets
                 .iter()
-                .map(|(s, b, _)| (*s, floor_to(*b, HOUR)))
+                .map(|(s, b, _)| (*s, floor_to(*b, p.span)))
+                .filter(|(_, start)| p.may_be_packed(*start, now))
                 .collect::<BTreeSet<_>>()
                 .into_iter()
                 .collect();
-            rollups::unpack(tx, sqlite, &hours).await?;
+            rollups::unpack(tx, sqlite, p, &spans).await?;
         }
         let deltas: Vec<(i64, i64, BucketStats)> = buckets
             .iter()

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use crate::block::Columns;
 use crate::blocks::{self, reach_of};
 use crate::error::Result;
-use crate::levels::{BucketStats, HOUR, LEVELS, floor_to};
+use crate::levels::{BucketStats, LEVELS, floor_to};
 use crate::rollups;
 
 /// Which series and time range a query covers: `[start, end)`.
@@ -549,18 +549,12 @@ impl Queries<'_> {
                  WHERE r.bucket >= $1 AND r.bucket < $2 AND r.level = {level} AND {series}{group}"
             );
             let mut binds = args.clone();
-            if level == 1 {
-                // Closed hours' minutes are packed, a block per series and hour. One statement
-                // reads rows and blocks alike (one snapshot), so an hour packed meanwhile is
-                // counted once.
+            if let Some(p) = rollups::Packing::of_level(level) {
+                // Closed hours' minutes (closed days' hours) are packed, a block per series and
+                // span. One statement reads rows and blocks alike (one snapshot), so a span
+                // packed meanwhile is counted once.
                 let (packed, more) = series_where(org_id, f, 3 + args.len());
-                sql.push_str(&format!(
-                    " UNION ALL SELECT m.series_id AS sid, CAST(0 AS BIGINT) AS b, CAST(0 AS BIGINT) AS n, \
-                     CAST(0 AS DOUBLE PRECISION) AS total, CAST(0 AS DOUBLE PRECISION) AS lo, \
-                     CAST(0 AS DOUBLE PRECISION) AS hi, m.data AS data \
-                     FROM telemetry_minute_block m JOIN telemetry_series s ON s.id = m.series_id \
-                     WHERE m.hour >= ($1 / {HOUR}) * {HOUR} AND m.hour < $2 AND {packed}"
-                ));
+                sql.push_str(&p.union_read(&packed));
                 binds.extend(more);
             }
             let mut q = sqlx::query(sqlx::AssertSqlSafe(sql))

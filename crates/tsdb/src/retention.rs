@@ -9,7 +9,7 @@ use plantd_store::{Backend, Store};
 
 use crate::blocks::{self, NewBlock};
 use crate::error::Result;
-use crate::levels::{DAY, LEVELS, MINUTE};
+use crate::levels::{DAY, LEVELS};
 use crate::rollups;
 use crate::storage::StorageUsage;
 
@@ -164,8 +164,8 @@ pub(crate) async fn enforce(
             .execute(&mut *tx)
             .await?
             .rows_affected();
-            if width == MINUTE {
-                report.rollups_deleted += rollups::delete_before(&mut tx, id, before).await?;
+            if let Some(p) = rollups::Packing::of_level(level) {
+                report.rollups_deleted += rollups::delete_before(&mut tx, p, id, before).await?;
             }
         }
         tx.commit().await?;

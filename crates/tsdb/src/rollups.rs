@@ -1,21 +1,23 @@
-//! The SQL of rollups: bucket rows of `telemetry_rollup` (added to, or set), and minute rollups
-//! packed per series and hour (`telemetry_minute_block`). A row per series-minute
-//! was the largest cost on disk once raw points were packed (~55 bytes a minute, ~0.9 byte a
-//! point at 1 Hz), so the sealer packs a closed hour's minute buckets into one row, compressed
+//! The SQL of rollups: bucket rows of `telemetry_rollup` (added to, or set), and rollups packed
+//! per series and span: a closed hour's minutes (`telemetry_minute_block`) and a closed day's
+//! hours (`telemetry_hour_block`). A row per series-minute was the largest cost on disk once raw
+//! points were packed (~55 bytes a minute, ~0.9 byte a point at 1 Hz), and a row per series-hour
+//! the largest cost of reading a week of hours of many series (a row each through the
+//! database's thread), so the sealer packs a closed span's buckets into one row, compressed
 //! with pco like raw blocks (bucket starts by delta, counts, sums, minima and maxima).
 //!
-//! Invariant: for a series and hour, the minute buckets are either rows of `telemetry_rollup`
-//! (level 1) or one packed block, never both. Ingest that touches a packed hour (a late or
-//! replaced point) unpacks it into rows first, so adding deltas, recomputing minutes from points
-//! and hours from minutes all see rows, as before; the sealer packs the hour again later.
+//! Invariant: for a series and span, the buckets of the packed level are either rows of
+//! `telemetry_rollup` or one packed block, never both. Ingest that touches a packed span (a
+//! late or replaced point) unpacks it into rows first, so adding deltas and recomputing buckets
+//! from the level below all see rows, as before; the sealer packs the span again later.
 
 use plantd_store::{Store, WriteTx};
 use sqlx::Row;
 
 use crate::block::{Reader, codec, corrupt};
-use crate::blocks::{self, GRACE, window_of};
+use crate::blocks::{self, GRACE};
 use crate::error::Result;
-use crate::levels::{BucketStats, HOUR, MINUTE};
+use crate::levels::{BucketStats, DAY, HOUR, MINUTE, floor_to};
 use crate::sql::{Statement, cached_sql, value_rows};
 
 /// Minutes compressed with pco, column by column.
@@ -25,11 +27,75 @@ const PACKED: u8 = 1;
 const PLAIN: u8 = 2;
 /// Bucket deltas per statement (6 parameters each).
 pub(crate) const DELTAS_PER_STATEMENT: usize = 150;
-/// Series-hours probed per statement when ingest looks for packed hours (2 parameters each).
+/// Series-spans probed per statement when ingest looks for packed spans (2 parameters each).
 const PROBES_PER_STATEMENT: usize = 300;
 
-/// A minute bucket: its start and what its points add up to.
+/// A bucket: its start and what its points add up to.
 pub(crate) type Minute = (i64, BucketStats);
+
+/// A packed level: its table, the bucket level and width it packs, the span a block holds, and
+/// how long after a span's end the sealer packs it.
+#[derive(Clone, Copy)]
+pub(crate) struct Packing {
+    table: &'static str,
+    /// The column of the span's start, and of the number of buckets.
+    start: &'static str,
+    buckets: &'static str,
+    pub(crate) level: i16,
+    width: i64,
+    pub(crate) span: i64,
+    after: i64,
+}
+
+/// Minutes, packed per closed hour ([`GRACE`] after its end, as raw windows).
+pub(crate) const MINUTES: Packing = Packing {
+    table: "telemetry_minute_block",
+    start: "hour",
+    buckets: "minutes",
+    level: 1,
+    width: MINUTE,
+    span: HOUR,
+    after: GRACE,
+};
+
+/// Hours, packed per day an hour after its end. A flush looks for packed days only among the
+/// days that have ended by its clock ([`Packing::may_be_packed`]), so live ingest pays no probe
+/// and nodes' clocks may differ by up to that hour.
+pub(crate) const HOURS: Packing = Packing {
+    table: "telemetry_hour_block",
+    start: "day",
+    buckets: "hours",
+    level: 2,
+    width: HOUR,
+    span: DAY,
+    after: HOUR,
+};
+
+impl Packing {
+    /// The packing of a rollup level, if it is packed.
+    pub(crate) fn of_level(level: i16) -> Option<Packing> {
+        [MINUTES, HOURS].into_iter().find(|p| p.level == level)
+    }
+
+    /// Whether the span starting at `start` may be packed at `now`: minutes are probed always
+    /// (an hour closes a minute after its end), hours only once their day has ended.
+    pub(crate) fn may_be_packed(&self, start: i64, now: i64) -> bool {
+        self.level == MINUTES.level || start + self.span <= now
+    }
+
+    /// The statement reading a level's packed blocks of the series `packed` selects (`s`), for
+    /// buckets in `[$1, $2)`, with the columns of a rollup read and `data`.
+    pub(crate) fn union_read(&self, packed: &str) -> String {
+        let (table, start, span) = (self.table, self.start, self.span);
+        format!(
+            " UNION ALL SELECT m.series_id AS sid, CAST(0 AS BIGINT) AS b, CAST(0 AS BIGINT) AS n, \
+             CAST(0 AS DOUBLE PRECISION) AS total, CAST(0 AS DOUBLE PRECISION) AS lo, \
+             CAST(0 AS DOUBLE PRECISION) AS hi, m.data AS data \
+             FROM {table} m JOIN telemetry_series s ON s.id = m.series_id \
+             WHERE m.{start} >= ($1 / {span}) * {span} AND m.{start} < $2 AND {packed}"
+        )
+    }
+}
 
 /// Encodes minute buckets (in time order, at least one): compressed, or plain where that is
 /// smaller.
@@ -188,119 +254,152 @@ pub(crate) async fn write_buckets(
     Ok(())
 }
 
-/// Unpacks into rows every packed hour among `hours` (`(series, hour start)`, sorted, without
-/// repeats): ingest calls this before it changes the minute buckets of those hours.
-pub(crate) async fn unpack(tx: &mut WriteTx, sqlite: bool, hours: &[(i64, i64)]) -> Result<()> {
-    for chunk in hours.chunks(PROBES_PER_STATEMENT) {
-        let sql = cached_sql(Statement::ProbeMinutes, 0, sqlite, chunk.len(), || {
-            format!(
-                "WITH touched (series_id, hour) AS (VALUES {}) \
-                 SELECT b.series_id, b.hour, b.data FROM telemetry_minute_block b \
-                 JOIN touched t ON b.series_id = t.series_id AND b.hour = t.hour",
-                value_rows(sqlite, chunk.len(), 2, "", true)
-            )
-        });
+/// Unpacks into rows every packed span among `spans` (`(series, span start)`, sorted, without
+/// repeats): ingest calls this before it changes the buckets of those spans.
+pub(crate) async fn unpack(
+    tx: &mut WriteTx,
+    sqlite: bool,
+    p: Packing,
+    spans: &[(i64, i64)],
+) -> Result<()> {
+    for chunk in spans.chunks(PROBES_PER_STATEMENT) {
+        let sql = cached_sql(
+            Statement::ProbePacked,
+            i64::from(p.level),
+            sqlite,
+            chunk.len(),
+            || {
+                let (table, start) = (p.table, p.start);
+                format!(
+                    "WITH touched (series_id, start) AS (VALUES {}) \
+                     SELECT b.series_id, b.{start} AS start, b.data FROM {table} b \
+                     JOIN touched t ON b.series_id = t.series_id AND b.{start} = t.start",
+                    value_rows(sqlite, chunk.len(), 2, "", true)
+                )
+            },
+        );
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
         for (s, h) in chunk {
             q = q.bind(*s).bind(*h);
         }
         let packed = q.fetch_all(&mut **tx).await?;
         for row in packed {
-            let (series, hour): (i64, i64) = (row.try_get("series_id")?, row.try_get("hour")?);
+            let (series, start): (i64, i64) = (row.try_get("series_id")?, row.try_get("start")?);
             let data: Vec<u8> = row.try_get("data")?;
             let rows: Vec<(i64, i64, BucketStats)> = decode(&data)?
                 .into_iter()
                 .map(|(b, d)| (series, b, d))
                 .collect();
             for part in rows.chunks(DELTAS_PER_STATEMENT) {
-                write_buckets(tx, sqlite, 1, part, true).await?;
+                write_buckets(tx, sqlite, p.level, part, true).await?;
             }
-            delete(tx, series, hour).await?;
+            delete(tx, p, series, start).await?;
         }
     }
     Ok(())
 }
 
-/// The packed minutes of a series and hour, if that hour is packed.
-async fn packed(tx: &mut WriteTx, series: i64, hour: i64) -> Result<Option<Vec<Minute>>> {
-    let row =
-        sqlx::query("SELECT data FROM telemetry_minute_block WHERE series_id = $1 AND hour = $2")
-            .bind(series)
-            .bind(hour)
-            .fetch_optional(&mut **tx)
-            .await?;
+/// The packed buckets of a series and span, if that span is packed.
+async fn packed(
+    tx: &mut WriteTx,
+    p: Packing,
+    series: i64,
+    start: i64,
+) -> Result<Option<Vec<Minute>>> {
+    let sql = format!(
+        "SELECT data FROM {} WHERE series_id = $1 AND {} = $2",
+        p.table, p.start
+    );
+    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(series)
+        .bind(start)
+        .fetch_optional(&mut **tx)
+        .await?;
     row.map(|r| decode(&r.try_get::<Vec<u8>, _>("data")?))
         .transpose()
 }
 
-async fn delete(tx: &mut WriteTx, series: i64, hour: i64) -> Result<()> {
-    sqlx::query("DELETE FROM telemetry_minute_block WHERE series_id = $1 AND hour = $2")
+async fn delete(tx: &mut WriteTx, p: Packing, series: i64, start: i64) -> Result<()> {
+    let sql = format!(
+        "DELETE FROM {} WHERE series_id = $1 AND {} = $2",
+        p.table, p.start
+    );
+    sqlx::query(sqlx::AssertSqlSafe(sql))
         .bind(series)
-        .bind(hour)
+        .bind(start)
         .execute(&mut **tx)
         .await?;
     Ok(())
 }
 
-/// Writes the block of a series and hour (replacing one there), or none for no minutes.
+/// Writes the block of a series and span (replacing one there), or none for no buckets.
 pub(crate) async fn put(
     tx: &mut WriteTx,
+    p: Packing,
     series: i64,
-    hour: i64,
-    minutes: &[Minute],
+    start: i64,
+    buckets: &[Minute],
 ) -> Result<()> {
-    delete(tx, series, hour).await?;
-    if minutes.is_empty() {
+    delete(tx, p, series, start).await?;
+    if buckets.is_empty() {
         return Ok(());
     }
-    sqlx::query(
-        "INSERT INTO telemetry_minute_block (series_id, hour, minutes, data) VALUES ($1, $2, $3, $4)",
-    )
-    .bind(series)
-    .bind(hour)
-    .bind(minutes.len() as i64)
-    .bind(encode(minutes)?)
-    .execute(&mut **tx)
-    .await?;
+    let sql = format!(
+        "INSERT INTO {} (series_id, {}, {}, data) VALUES ($1, $2, $3, $4)",
+        p.table, p.start, p.buckets
+    );
+    sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(series)
+        .bind(start)
+        .bind(buckets.len() as i64)
+        .bind(encode(buckets)?)
+        .execute(&mut **tx)
+        .await?;
     Ok(())
 }
 
-/// Packs the minute rows of every hour closed at `now` (the raw windows' rule: an hour closes
-/// [`GRACE`] after its end); returns how many hours were packed.
+/// Packs the buckets of every span closed at `now`, minutes per hour then hours per day;
+/// returns how many spans were packed.
 pub(crate) async fn pack_due(store: &Store, now: i64) -> Result<usize> {
-    let closed_before = window_of(now - HOUR - GRACE) + HOUR;
-    let due = format!(
-        "SELECT s.org_id, r.series_id, (r.bucket / {HOUR}) * {HOUR} AS w FROM telemetry_rollup r \
-         JOIN telemetry_series s ON s.id = r.series_id WHERE r.level = 1 AND r.bucket < $1 \
-         GROUP BY s.org_id, r.series_id, (r.bucket / {HOUR}) * {HOUR} LIMIT $2"
-    );
-    blocks::rewrite_due(
-        store,
-        due,
-        vec![closed_before],
-        |_, _| Box::pin(async { Ok(((), 0)) }),
-        |tx, series, hour, ()| {
-            Box::pin(async move {
-                pack_hour(tx, series, hour).await?;
-                Ok(true)
-            })
-        },
-    )
-    .await
+    let mut packed = 0;
+    for p in [MINUTES, HOURS] {
+        let (level, span) = (p.level, p.span);
+        let closed_before = floor_to(now - span - p.after, span) + span;
+        let due = format!(
+            "SELECT s.org_id, r.series_id, (r.bucket / {span}) * {span} AS w FROM telemetry_rollup r \
+             JOIN telemetry_series s ON s.id = r.series_id WHERE r.level = {level} AND r.bucket < $1 \
+             GROUP BY s.org_id, r.series_id, (r.bucket / {span}) * {span} LIMIT $2"
+        );
+        packed += blocks::rewrite_due(
+            store,
+            due,
+            vec![closed_before],
+            |_, _| Box::pin(async { Ok(((), 0)) }),
+            move |tx, series, start, ()| {
+                Box::pin(async move {
+                    pack_span(tx, p, series, start).await?;
+                    Ok(true)
+                })
+            },
+        )
+        .await?;
+    }
+    Ok(packed)
 }
 
-/// Moves the minute rows of one series and hour into its block.
-async fn pack_hour(tx: &mut WriteTx, series: i64, hour: i64) -> Result<()> {
+/// Moves the bucket rows of one series and span into its block.
+async fn pack_span(tx: &mut WriteTx, p: Packing, series: i64, start: i64) -> Result<()> {
     let rows = sqlx::query(
         "SELECT bucket, count, sum, min, max FROM telemetry_rollup \
-         WHERE level = 1 AND series_id = $1 AND bucket >= $2 AND bucket < $3 ORDER BY bucket",
+         WHERE level = $1 AND series_id = $2 AND bucket >= $3 AND bucket < $4 ORDER BY bucket",
     )
+    .bind(p.level)
     .bind(series)
-    .bind(hour)
-    .bind(hour + HOUR)
+    .bind(start)
+    .bind(start + p.span)
     .fetch_all(&mut **tx)
     .await?;
-    let mut minutes: Vec<Minute> = rows
+    let mut buckets: Vec<Minute> = rows
         .iter()
         .map(|r| {
             Ok((
@@ -314,54 +413,64 @@ async fn pack_hour(tx: &mut WriteTx, series: i64, hour: i64) -> Result<()> {
             ))
         })
         .collect::<std::result::Result<_, sqlx::Error>>()?;
-    // A block and rows of one hour never meet (ingest unpacks first); were they to, the rows,
-    // being newer, win their minutes.
-    if let Some(older) = packed(tx, series, hour).await? {
-        let newer: std::collections::BTreeMap<i64, BucketStats> = minutes.into_iter().collect();
+    // A block and rows of one span never meet (ingest unpacks first); were they to, the rows,
+    // being newer, win their buckets.
+    if let Some(older) = packed(tx, p, series, start).await? {
+        let newer: std::collections::BTreeMap<i64, BucketStats> = buckets.into_iter().collect();
         let mut merged: std::collections::BTreeMap<i64, BucketStats> = older.into_iter().collect();
         merged.extend(newer);
-        minutes = merged.into_iter().collect();
+        buckets = merged.into_iter().collect();
     }
-    put(tx, series, hour, &minutes).await?;
+    put(tx, p, series, start, &buckets).await?;
     sqlx::query(
-        "DELETE FROM telemetry_rollup WHERE level = 1 AND series_id = $1 AND bucket >= $2 AND bucket < $3",
+        "DELETE FROM telemetry_rollup WHERE level = $1 AND series_id = $2 AND bucket >= $3 AND bucket < $4",
     )
+    .bind(p.level)
     .bind(series)
-    .bind(hour)
-    .bind(hour + HOUR)
+    .bind(start)
+    .bind(start + p.span)
     .execute(&mut **tx)
     .await?;
     Ok(())
 }
 
-/// Deletes the packed minutes of `series` that start before `before`; returns how many.
-pub(crate) async fn delete_before(tx: &mut WriteTx, series: i64, before: i64) -> Result<u64> {
-    // Whole blocks: their last minute starts before `before`.
-    let whole = "FROM telemetry_minute_block WHERE series_id = $1 AND hour + $2 < $3";
+/// Deletes the packed buckets of `series` that start before `before`; returns how many.
+pub(crate) async fn delete_before(
+    tx: &mut WriteTx,
+    p: Packing,
+    series: i64,
+    before: i64,
+) -> Result<u64> {
+    // Whole blocks: their last bucket starts before `before`.
+    let whole = format!(
+        "FROM {} WHERE series_id = $1 AND {} + $2 < $3",
+        p.table, p.start
+    );
     let gone: i64 = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT CAST(COALESCE(SUM(minutes), 0) AS BIGINT) AS n {whole}"
+        "SELECT CAST(COALESCE(SUM({}), 0) AS BIGINT) AS n {whole}",
+        p.buckets
     )))
     .bind(series)
-    .bind(HOUR - MINUTE)
+    .bind(p.span - p.width)
     .bind(before)
     .fetch_one(&mut **tx)
     .await?
     .try_get("n")?;
     sqlx::query(sqlx::AssertSqlSafe(format!("DELETE {whole}")))
         .bind(series)
-        .bind(HOUR - MINUTE)
+        .bind(p.span - p.width)
         .bind(before)
         .execute(&mut **tx)
         .await?;
     let mut deleted = gone as u64;
-    // The block across the edge keeps its later minutes.
-    let edge = window_of(before);
-    if let Some(mut minutes) = packed(tx, series, edge).await? {
-        let before_len = minutes.len();
-        minutes.retain(|(b, _)| *b >= before);
-        if minutes.len() != before_len {
-            deleted += (before_len - minutes.len()) as u64;
-            put(tx, series, edge, &minutes).await?;
+    // The block across the edge keeps its later buckets.
+    let edge = floor_to(before, p.span);
+    if let Some(mut buckets) = packed(tx, p, series, edge).await? {
+        let before_len = buckets.len();
+        buckets.retain(|(b, _)| *b >= before);
+        if buckets.len() != before_len {
+            deleted += (before_len - buckets.len()) as u64;
+            put(tx, p, series, edge, &buckets).await?;
         }
     }
     Ok(deleted)

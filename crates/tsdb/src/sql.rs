@@ -11,7 +11,7 @@ pub(crate) enum Statement {
     Recompute,
     InsertBlocks,
     ProbeNewest,
-    ProbeMinutes,
+    ProbePacked,
     ProbeOverlaps,
     ReadLog,
     DeleteLog,

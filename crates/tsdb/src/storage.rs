@@ -83,13 +83,16 @@ impl StorageUsage {
 
 /// Counts an organization's stored bytes in the database.
 async fn count(pool: &sqlx::AnyPool, org_id: &str) -> Result<u64> {
-    // Raw blocks and packed minute hours alike: a row with its bytes.
+    // Raw blocks and packed minutes and hours alike: a row with its bytes.
     let packed = sqlx::query(
         "SELECT COUNT(*) AS n, CAST(COALESCE(SUM(LENGTH(p.data)), 0) AS BIGINT) AS bytes FROM \
          (SELECT b.data FROM telemetry_block b JOIN telemetry_series s ON s.id = b.series_id WHERE s.org_id = $1 \
           UNION ALL \
-          SELECT m.data FROM telemetry_minute_block m JOIN telemetry_series s ON s.id = m.series_id WHERE s.org_id = $2) p",
+          SELECT m.data FROM telemetry_minute_block m JOIN telemetry_series s ON s.id = m.series_id WHERE s.org_id = $2 \
+          UNION ALL \
+          SELECT h.data FROM telemetry_hour_block h JOIN telemetry_series s ON s.id = h.series_id WHERE s.org_id = $3) p",
     )
+    .bind(org_id)
     .bind(org_id)
     .bind(org_id)
     .fetch_one(pool)

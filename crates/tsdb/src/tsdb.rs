@@ -383,6 +383,7 @@ impl Tsdb {
         for table in [
             "telemetry_block",
             "telemetry_minute_block",
+            "telemetry_hour_block",
             "telemetry_rollup",
         ] {
             let sql = format!(

@@ -107,15 +107,15 @@ async fn minute_state(store: &Store) -> (i64, i64, i64) {
     )
 }
 
-/// The bytes of the packed minute blocks.
-async fn packed_minute_bytes(store: &Store) -> u64 {
+/// The bytes of the packed rollup blocks of `table` (`telemetry_minute_block`,
+/// `telemetry_hour_block`).
+async fn packed_bytes(store: &Store, table: &str) -> u64 {
     use sqlx::Row;
-    let row = sqlx::query(
-        "SELECT CAST(COALESCE(SUM(LENGTH(data)), 0) AS BIGINT) AS n FROM telemetry_minute_block",
-    )
-    .fetch_one(store.pool())
-    .await
-    .unwrap();
+    let sql = format!("SELECT CAST(COALESCE(SUM(LENGTH(data)), 0) AS BIGINT) AS n FROM {table}");
+    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
     row.try_get::<i64, _>("n").unwrap() as u64
 }
 

@@ -34,16 +34,20 @@ async fn retention_deletes_each_level_and_rollups_keep_answering() {
             .unwrap(),
         120
     );
-    // The two hours are closed: their minutes are packed, a block per hour.
+    // The two hours are closed: their minutes are packed, a block per hour; their day ended an
+    // hour ago: its hours are packed into a block too, and its raw blocks compacted into one.
     tsdb.seal_at(Timestamp::from_millis(start + 3 * HOUR))
         .await
         .unwrap();
     assert_eq!(minute_state(&store).await, (2, 0, 120));
-    // Storage for the quota: the points' blocks, the packed minutes and the hour and day rows,
+    assert_eq!(block_count(&store).await, (1, 0));
+    // Storage for the quota: the points' block, the packed minutes and hours and the day row,
     // counted from the database.
     let used = tsdb.storage_bytes(&org.id).await.unwrap();
-    let rollups = 2 + 1;
-    let packed = packed_minute_bytes(&store).await + 2 * crate::BLOCK_ROW_BYTES;
+    let rollups = 1;
+    let packed = packed_bytes(&store, "telemetry_minute_block").await
+        + packed_bytes(&store, "telemetry_hour_block").await
+        + 3 * crate::BLOCK_ROW_BYTES;
     assert!(
         used > rollups * crate::ROLLUP_ROW_BYTES + packed + crate::BLOCK_ROW_BYTES,
         "{used}"

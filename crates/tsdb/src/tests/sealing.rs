@@ -109,6 +109,19 @@ async fn a_window_changed_while_it_was_merged_is_left_to_the_next_pass() {
     }
 }
 
+/// Hour rollups stored: (packed days, hour rows).
+async fn hour_state(store: &Store) -> (i64, i64) {
+    use sqlx::Row;
+    let row = sqlx::query(
+        "SELECT (SELECT COUNT(*) FROM telemetry_hour_block) AS blocks, \
+         (SELECT COUNT(*) FROM telemetry_rollup WHERE level = 2) AS rows",
+    )
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    (row.try_get("blocks").unwrap(), row.try_get("rows").unwrap())
+}
+
 /// Blocks of one series: (count, how many span more than one window).
 async fn series_blocks(store: &Store, asset: &str) -> (i64, i64) {
     use sqlx::Row;
@@ -126,8 +139,8 @@ async fn series_blocks(store: &Store, asset: &str) -> (i64, i64) {
 /// A closed day of a sparse series (a point every 2 minutes) is compacted into one block, one
 /// of a point every 5 s into blocks of at most 10,000 points, a dense one (every second) keeps
 /// its hour blocks; every read answers the same before and after;
-/// a late and a replaced point in the compacted day split it back into hours (the rollups stay
-/// exact), and the next pass compacts it again; retention cuts a compacted day in its middle.
+/// a late and a replaced point in the compacted day split it back into hours and unpack its
+/// packed hour rollups (which stay exact), and the next pass compacts and packs it again; retention cuts a compacted day in its middle.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn closed_sparse_days_are_compacted_and_read_the_same() {
     let (tsdb, store, org, dir) = fresh(Retention::default()).await;
@@ -176,6 +189,7 @@ async fn closed_sparse_days_are_compacted_and_read_the_same() {
         (3, 0),
         "dense: hour blocks"
     );
+    assert_eq!(hour_state(&store).await, (3, 0), "each day's hours packed");
     for (lo, hi) in [
         (day, day + DAY),
         (day + 5 * HOUR + 7_000, day + 5 * HOUR + 600_000),
@@ -197,6 +211,7 @@ async fn closed_sparse_days_are_compacted_and_read_the_same() {
     expected.extend(late);
     let (blocks, spanning) = series_blocks(&store, "P").await;
     assert_eq!((blocks, spanning), (24, 0), "split into its hours");
+    assert_eq!(hour_state(&store).await, (2, 24), "its hours unpacked");
     assert_raw_equals(&tsdb, &org, &expected, day, day + DAY).await;
     let noon_hour: Vec<f64> = expected
         .range(day + 12 * HOUR..day + 13 * HOUR)
@@ -207,6 +222,13 @@ async fn closed_sparse_days_are_compacted_and_read_the_same() {
     assert_eq!(hourly[12].count, noon_hour.len() as u64);
     tsdb.seal_at(Timestamp::from_millis(now)).await.unwrap();
     assert_eq!(series_blocks(&store, "P").await, (1, 1), "compacted again");
+    assert_eq!(hour_state(&store).await, (3, 0), "packed again");
+    assert_eq!(
+        all_aggregates(&tsdb, &org, &f, Aggregation::Avg, Some(HOUR)).await,
+        hourly
+    );
+    let daily = all_aggregates(&tsdb, &org, &f, Aggregation::Count, Some(DAY)).await;
+    assert_eq!(daily[0].count, expected.len() as u64);
     assert_raw_equals(&tsdb, &org, &expected, day, day + DAY).await;
 
     // Retention whose raw cut falls at noon of the compacted day.
