@@ -127,7 +127,14 @@ async fn plantd(o: &Options, url: Option<&str>, t0: i64) -> Result<(Vec<(f64, Va
     let (server, key) = start_server(o, url)?;
     let rate = ingest(&server.addr, &key, t0).await?;
     println!("ingested {} points at {rate:.0} points/s", SERIES * POINTS);
+    // The sealer's passes (windows sealed, sparse days compacted, rollups packed) finish
+    // before the queries: data at rest, as DuckDB's.
+    let settled = Instant::now();
     wait_idle(server.child.id()).await?;
+    println!(
+        "server idle {:.0} s after the last ingest",
+        settled.elapsed().as_secs_f64()
+    );
     // A mark for a profiler attached to the server (the idle wait before it takes minutes).
     println!("queries start (server pid {})", server.child.id());
     let mut sender = connect(&server.addr).await?;

@@ -30,10 +30,11 @@ pub(crate) fn cpu_seconds(pid: u32) -> Result<f64> {
     Ok((utime + stime) / TICKS)
 }
 
-/// Waits until the server used under 2.5% of a core for two seconds in a row (at most 60 s).
+/// Waits until the server used under 2.5% of a core for two seconds in a row (at most 300 s:
+/// the sealer's passes after millions of points, windows sealed, days compacted, take minutes).
 pub(crate) async fn wait_idle(pid: u32) -> anyhow::Result<()> {
     let mut quiet = 0;
-    for _ in 0..60 {
+    for _ in 0..300 {
         let before = cpu_seconds(pid)?;
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
         quiet = if cpu_seconds(pid)? - before < 0.025 {
