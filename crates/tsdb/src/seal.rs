@@ -2,8 +2,8 @@
 //! merged per series and window into one compressed block once the window is closed, and earlier
 //! when an open window has gathered [`OPEN_WINDOW_BLOCKS`] of them, so that reads stay a few
 //! blocks per window. Sealing changes no point, so rollups, latest values and everything read are
-//! the same before and after. The same pass packs closed hours' minute rollups (`rollups.rs`)
-//! and compacts the closed days of sparse series (`compact.rs`).
+//! the same before and after. The same pass packs closed hours' minutes and ended days' hours
+//! (`rollups.rs`) and compacts the sealed hours of sparse series into day blocks (`compact.rs`).
 
 use plantd_store::{Backend, Store};
 use std::sync::Arc;
@@ -86,8 +86,8 @@ pub(crate) async fn seal_pending(store: &Store, now: i64) -> Result<usize> {
         |tx, series, window, merge| Box::pin(seal_window(tx, sqlite, series, window, merge)),
     )
     .await?;
-    // The closed hours' minute rollups, packed the same way; then the days of sparse series,
-    // their sealed hours compacted.
+    // The closed hours' minutes and ended days' hours, packed the same way; then the days of
+    // sparse series, their sealed hours compacted.
     sealed += crate::rollups::pack_due(store, now).await?;
     sealed += crate::compact::compact_due(store).await?;
     if sealed > 0 && sqlite {
@@ -205,7 +205,7 @@ pub(crate) async fn seal_window(
         }
     };
     if rewrote && merge.closed {
-        // Its day may now be compacted once it closes.
+        // Its day's sealed blocks may now be compacted.
         crate::compact::mark(tx, series, window, points).await?;
     }
     Ok(rewrote)
