@@ -1,5 +1,5 @@
 //! The SQL of `telemetry_block`: raw points packed per series and window (one UTC hour), and
-//! the closed days of sparse series compacted into one block a day (`compact.rs`).
+//! the sealed hours of sparse series compacted into one block a day (`compact.rs`).
 //!
 //! Invariants every writer keeps: a block holds the points of one series within one window, or
 //! (compacted) within one UTC day, in time order, at least one; the blocks of a series never
@@ -171,6 +171,31 @@ pub(crate) async fn points(
         out.extend(c);
     }
     Ok(out)
+}
+
+/// The points of `stored` (one series' blocks, by time) as one block, encoded: what sealing and
+/// compaction write in their place.
+pub(crate) fn merged(series: i64, stored: &[StoredBlock], sealed: bool) -> Result<EncodedBlock> {
+    let mut columns = Columns::default();
+    for b in stored {
+        columns.extend(b.columns()?);
+    }
+    NewBlock {
+        series,
+        columns,
+        sealed,
+    }
+    .encode()
+}
+
+/// Whether `stored`, read again under the write lock, are byte for byte the blocks `read`
+/// (start and bytes of each) outside it: if not, a flush changed them meanwhile.
+pub(crate) fn unchanged(stored: &[StoredBlock], read: &[(i64, Vec<u8>)]) -> bool {
+    stored.len() == read.len()
+        && stored
+            .iter()
+            .zip(read)
+            .all(|(b, (start, data))| b.start == *start && b.data == *data)
 }
 
 /// Every block of `series` starting in the window starting at `window`, by time.

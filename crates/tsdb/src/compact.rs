@@ -128,16 +128,7 @@ pub(crate) async fn prepare(store: &Store, series: i64, day: i64) -> Result<Vec<
     tokio::task::spawn_blocking(move || -> Result<Vec<Run>> {
         let mut runs = Vec::new();
         for stored in read {
-            let mut columns = crate::block::Columns::default();
-            for b in &stored {
-                columns.extend(b.columns()?);
-            }
-            let into = NewBlock {
-                series,
-                columns,
-                sealed: true,
-            }
-            .encode()?;
+            let into = blocks::merged(series, &stored, true)?;
             runs.push(Run {
                 read: stored.into_iter().map(|b| (b.start, b.data)).collect(),
                 into,
@@ -167,12 +158,7 @@ async fn apply(
             continue;
         };
         let stored = blocks::starting_in(tx, series, *first, *last + 1).await?;
-        let unchanged = stored.len() == run.read.len()
-            && stored
-                .iter()
-                .zip(&run.read)
-                .all(|(b, (start, data))| b.start == *start && b.data == *data);
-        if !unchanged {
+        if !blocks::unchanged(&stored, &run.read) {
             changed = true;
             continue;
         }

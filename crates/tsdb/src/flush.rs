@@ -473,15 +473,13 @@ async fn write_blocks(
                 vec![b]
             };
             for piece in pieces {
-                stored
+                let found = stored
                     .entry((key.0, blocks::window_of(piece.start)))
-                    .or_default()
-                    .push(piece);
+                    .or_default();
+                found.push(piece);
+                found.sort_by_key(|b| b.start);
             }
         }
-    }
-    for found in stored.values_mut() {
-        found.sort_by_key(|b| b.start);
     }
     let mut replaced = HashSet::new();
     let mut new_blocks = Vec::with_capacity(segments.len());

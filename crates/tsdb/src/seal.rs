@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::block;
-use crate::blocks::{self, EncodedBlock, GRACE, NewBlock, WINDOW, window_of};
+use crate::blocks::{self, EncodedBlock, GRACE, WINDOW, window_of};
 use crate::error::Result;
 use crate::state::Shared;
 
@@ -139,18 +139,7 @@ pub(crate) async fn prepare(
         let into = match stored.as_slice() {
             [] => None,
             [only] if block::is_compressed(&only.data) => None,
-            _ => {
-                let mut columns = block::Columns::default();
-                for b in &stored {
-                    columns.extend(b.columns()?);
-                }
-                let new = NewBlock {
-                    series,
-                    columns,
-                    sealed: closed,
-                };
-                Some(new.encode()?)
-            }
+            _ => Some(blocks::merged(series, &stored, closed)?),
         };
         Ok(Merge {
             read: stored.into_iter().map(|b| (b.start, b.data)).collect(),
@@ -177,11 +166,7 @@ pub(crate) async fn seal_window(
     merge: Merge,
 ) -> Result<bool> {
     let stored = blocks::of_window(tx, series, window).await?;
-    let unchanged = stored.len() == merge.read.len()
-        && stored
-            .iter()
-            .zip(&merge.read)
-            .all(|(b, (start, data))| b.start == *start && b.data == *data);
+    let unchanged = blocks::unchanged(&stored, &merge.read);
     let (true, Some(first), Some(last)) = (unchanged, stored.first(), stored.last()) else {
         return Ok(false);
     };
