@@ -383,13 +383,17 @@ async fn an_organization_moves_to_another_region() {
         rows.rows.is_empty().then_some(())
     })
     .await;
-    let moved = east
-        .store
-        .latest_region_migration(&org)
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(moved.source_deleted_at.is_some());
+    // The migration records the deletion after the rows are gone (its own write): wait for it.
+    let moved = wait_for("us-east's deletion recorded", 30, || async {
+        let m = east
+            .store
+            .latest_region_migration(&org)
+            .await
+            .unwrap()
+            .unwrap();
+        m.source_deleted_at.is_some().then_some(m)
+    })
+    .await;
     let verified: Value = serde_json::from_str(moved.verified.as_deref().unwrap()).unwrap();
     assert_eq!(verified["points"]["count"], 600, "{verified}");
     assert_eq!(verified["tables"]["dashboards"]["count"], 1, "{verified}");
