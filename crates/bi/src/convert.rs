@@ -4,10 +4,12 @@
 use datafusion::arrow::array::AsArray;
 use datafusion::arrow::array::{
     Array, ArrayRef, BooleanArray, BooleanBuilder, DictionaryArray, Float64Array, Float64Builder,
-    Int8Array, Int64Builder, RecordBatch, StringArray, StringBuilder, StringViewArray,
-    StringViewBuilder, TimestampMillisecondArray, TimestampMillisecondBuilder,
+    Int8Array, Int64Builder, RecordBatch, RecordBatchOptions, StringArray, StringBuilder,
+    StringViewArray, StringViewBuilder, TimestampMillisecondArray, TimestampMillisecondBuilder,
+    UInt32Array,
 };
 use datafusion::arrow::compute::cast;
+use datafusion::arrow::compute::take;
 use datafusion::arrow::datatypes::{
     DataType, Float64Type, Int8Type, Int64Type, SchemaRef, TimeUnit, TimestampMillisecondType,
     UInt64Type,
@@ -23,56 +25,106 @@ use crate::tables::Kind;
 /// The qualities' names, indexed by their code.
 const QUALITIES: [&str; 3] = ["good", "uncertain", "bad"];
 
-/// Raw points of many series, gathered into one batch.
-#[derive(Default)]
+/// Raw points of many series, gathered into one batch of the columns a scan needs (indices
+/// into the telemetry table's columns: timestamp, asset_id, tag_name, value, quality): a
+/// column no one reads is never built.
 pub(crate) struct PointRows {
+    needed: Vec<usize>,
+    rows: usize,
     ts: Vec<i64>,
-    assets: Vec<(usize, Arc<str>)>,
-    tags: Vec<(usize, Arc<str>)>,
+    /// Each series' rows as (row count, asset, tag).
+    runs: Vec<Run>,
     values: Vec<f64>,
     quality: Vec<i8>,
 }
 
+/// One series' rows in a batch: how many, its asset and its tag.
+type Run = (usize, Arc<str>, Arc<str>);
+
+/// Appends `more` to `into`, moving it when `into` is empty (one series' points: no copy).
+fn append<T: Copy>(into: &mut Vec<T>, more: Vec<T>) {
+    if into.is_empty() {
+        *into = more;
+    } else {
+        into.extend_from_slice(&more);
+    }
+}
+
 impl PointRows {
+    pub(crate) fn new(needed: &[usize]) -> Self {
+        Self {
+            needed: needed.to_vec(),
+            rows: 0,
+            ts: Vec::new(),
+            runs: Vec::new(),
+            values: Vec::new(),
+            quality: Vec::new(),
+        }
+    }
+
     pub(crate) fn len(&self) -> usize {
-        self.ts.len()
+        self.rows
     }
 
     /// Appends one series' points.
     pub(crate) fn push(&mut self, asset: &Arc<str>, tag: &Arc<str>, p: PointColumns) {
         let n = p.ts.len();
-        self.assets.push((n, asset.clone()));
-        self.tags.push((n, tag.clone()));
-        self.ts.extend(p.ts);
-        self.values.extend(p.values);
-        self.quality
-            .extend(p.quality.iter().map(|q| (*q).clamp(0, 2) as i8));
+        self.rows += n;
+        if self.needed.contains(&0) {
+            append(&mut self.ts, p.ts);
+        }
+        if self.needed.iter().any(|c| *c == 1 || *c == 2) {
+            self.runs.push((n, asset.clone(), tag.clone()));
+        }
+        if self.needed.contains(&3) {
+            append(&mut self.values, p.values);
+        }
+        if self.needed.contains(&4) {
+            self.quality
+                .extend(p.quality.iter().map(|q| (*q).clamp(0, 2) as i8));
+        }
     }
 
+    /// The batch, of `schema` (the telemetry table's columns at the needed indices).
     pub(crate) fn finish(self, schema: &SchemaRef) -> Result<RecordBatch> {
-        let repeated = |runs: &[(usize, Arc<str>)]| {
-            let total = runs.iter().map(|r| r.0).sum::<usize>();
-            let mut b = StringViewBuilder::with_capacity(total);
-            for (n, s) in runs {
-                for _ in 0..*n {
-                    b.append_value(s);
-                }
+        let Self {
+            needed,
+            rows,
+            ts,
+            runs,
+            values,
+            quality,
+        } = self;
+        // A name column: each series' name once, repeated by index (views copied, not text).
+        let repeated = |name: fn(&Run) -> &str| -> Result<ArrayRef> {
+            let names = StringViewArray::from_iter_values(runs.iter().map(name));
+            let mut index = Vec::with_capacity(rows);
+            for (i, run) in runs.iter().enumerate() {
+                index.extend(std::iter::repeat_n(i as u32, run.0));
             }
-            Arc::new(b.finish()) as ArrayRef
+            Ok(take(&names, &UInt32Array::from(index), None)?)
         };
-        let quality = DictionaryArray::<Int8Type>::try_new(
-            Int8Array::from(self.quality),
-            Arc::new(StringArray::from(QUALITIES.to_vec())),
-        )?;
-        Ok(RecordBatch::try_new(
+        let (mut ts, mut values, mut quality) = (Some(ts), Some(values), Some(quality));
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(needed.len());
+        for column in &needed {
+            columns.push(match column {
+                0 => Arc::new(
+                    TimestampMillisecondArray::from(ts.take().unwrap_or_default())
+                        .with_timezone("UTC"),
+                ),
+                1 => repeated(|r| &r.1)?,
+                2 => repeated(|r| &r.2)?,
+                3 => Arc::new(Float64Array::from(values.take().unwrap_or_default())),
+                _ => Arc::new(DictionaryArray::<Int8Type>::try_new(
+                    Int8Array::from(quality.take().unwrap_or_default()),
+                    Arc::new(StringArray::from(QUALITIES.to_vec())),
+                )?),
+            });
+        }
+        Ok(RecordBatch::try_new_with_options(
             schema.clone(),
-            vec![
-                Arc::new(TimestampMillisecondArray::from(self.ts).with_timezone("UTC")),
-                repeated(&self.assets),
-                repeated(&self.tags),
-                Arc::new(Float64Array::from(self.values)),
-                Arc::new(quality),
-            ],
+            columns,
+            &RecordBatchOptions::new().with_row_count(Some(rows)),
         )?)
     }
 }

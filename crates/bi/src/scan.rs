@@ -28,6 +28,10 @@ use crate::tables::Table;
 /// Rows a telemetry batch gathers (from one series or several) before it goes up the plan.
 const BATCH_ROWS: usize = 8192;
 
+/// Points a scan asks a source for at a time (whole blocks are decoded: asking for more than a
+/// batch needs decodes none twice).
+const READ_ROWS: usize = 65_536;
+
 /// One table of one query: the organization's source, and the row-level-security condition
 /// of the caller on this table (`None`: every row of the organization).
 pub(crate) struct ScopedTable {
@@ -86,46 +90,11 @@ impl TableProvider for ScopedTable {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let schema = self.table.schema();
-        let rls: Condition =
-            match &self.rls {
-                Some(e) => Some(state.create_physical_expr(
-                    e.clone(),
-                    &DFSchema::try_from(schema.as_ref().clone())?,
-                )?),
-                None => None,
-            };
         if self.table == Table::Telemetry {
-            let n = narrow(filters, "timestamp");
-            let series = self.source.series(&n.scope).await.map_err(external)?;
-            // At least 4 partitions: each waits on its own database reads, so they overlap
-            // even on 2 cores.
-            let parts = self.partitions.max(4).min(series.len().max(1));
-            let mut shares: Vec<Vec<Series>> = vec![Vec::new(); parts];
-            for (i, s) in series.into_iter().enumerate() {
-                shares[i % parts].push(s);
-            }
-            let streams: Vec<Arc<dyn PartitionStream>> = shares
-                .into_iter()
-                .map(|series| {
-                    Arc::new(PointStream {
-                        schema: schema.clone(),
-                        source: self.source.clone(),
-                        series: Arc::new(series),
-                        range: (n.lo, n.hi),
-                        rls: rls.clone(),
-                    }) as Arc<dyn PartitionStream>
-                })
-                .collect();
-            return Ok(Arc::new(StreamingTableExec::try_new(
-                schema,
-                streams,
-                projection,
-                Vec::<LexOrdering>::new(),
-                false,
-                limit,
-            )?));
+            return self.telemetry_scan(state, projection, filters, limit).await;
         }
+        let schema = self.table.schema();
+        let rls = self.condition(state, &schema)?;
         let batch = if let Some(width) = self.table.rollup_width() {
             let n = narrow(filters, "bucket");
             // Whole buckets: from the one holding `lo` to the one after `hi`, within the
@@ -155,9 +124,93 @@ impl TableProvider for ScopedTable {
     }
 }
 
+impl ScopedTable {
+    /// The caller's condition compiled for batches of `schema`.
+    fn condition(&self, state: &dyn Session, schema: &SchemaRef) -> Result<Condition> {
+        Ok(match &self.rls {
+            Some(e) => {
+                Some(state.create_physical_expr(
+                    e.clone(),
+                    &DFSchema::try_from(schema.as_ref().clone())?,
+                )?)
+            }
+            None => None,
+        })
+    }
+
+    /// A scan of raw points building only the columns the query and the caller's condition
+    /// read: the condition sees its columns, the plan above only the projection's.
+    async fn telemetry_scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let schema = self.table.schema();
+        let wanted: Vec<usize> = match projection {
+            Some(p) => p.clone(),
+            None => (0..schema.fields().len()).collect(),
+        };
+        let mut needed = wanted.clone();
+        if let Some(e) = &self.rls {
+            for c in e.column_refs() {
+                needed.push(schema.index_of(&c.name)?);
+            }
+        }
+        needed.sort_unstable();
+        needed.dedup();
+        let read = Arc::new(schema.project(&needed)?);
+        let out = Arc::new(schema.project(&wanted)?);
+        // Where each wanted column sits in the read batch.
+        let positions: Vec<usize> = wanted
+            .iter()
+            .map(|w| needed.iter().position(|n| n == w).unwrap_or_default())
+            .collect();
+        let rls = self.condition(state, &read)?;
+        let n = narrow(filters, "timestamp");
+        let series = self.source.series(&n.scope).await.map_err(external)?;
+        // At least 4 partitions: each waits on its own database reads, so they overlap even on
+        // 2 cores.
+        let parts = self.partitions.max(4).min(series.len().max(1));
+        let mut shares: Vec<Vec<Series>> = vec![Vec::new(); parts];
+        for (i, s) in series.into_iter().enumerate() {
+            shares[i % parts].push(s);
+        }
+        let streams: Vec<Arc<dyn PartitionStream>> = shares
+            .into_iter()
+            .map(|series| {
+                Arc::new(PointStream {
+                    read: read.clone(),
+                    out: out.clone(),
+                    needed: needed.clone(),
+                    positions: positions.clone(),
+                    source: self.source.clone(),
+                    series: Arc::new(series),
+                    range: (n.lo, n.hi),
+                    rls: rls.clone(),
+                }) as Arc<dyn PartitionStream>
+            })
+            .collect();
+        Ok(Arc::new(StreamingTableExec::try_new(
+            out,
+            streams,
+            None,
+            Vec::<LexOrdering>::new(),
+            false,
+            limit,
+        )?))
+    }
+}
+
 /// One partition of a telemetry scan: its share of the series, read one after the other.
 struct PointStream {
-    schema: SchemaRef,
+    /// The columns read (the table's at `needed`), which the condition sees.
+    read: SchemaRef,
+    /// The columns the plan above reads: the read batch's at `positions`.
+    out: SchemaRef,
+    needed: Vec<usize>,
+    positions: Vec<usize>,
     source: Arc<dyn Source>,
     series: Arc<Vec<Series>>,
     range: (i64, i64),
@@ -172,11 +225,15 @@ impl std::fmt::Debug for PointStream {
 
 impl PartitionStream for PointStream {
     fn schema(&self) -> &SchemaRef {
-        &self.schema
+        &self.out
     }
 
     fn execute(&self, _ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
-        let schema = self.schema.clone();
+        let (read, needed, positions) = (
+            self.read.clone(),
+            self.needed.clone(),
+            self.positions.clone(),
+        );
         let source = self.source.clone();
         let series = self.series.clone();
         let (lo, hi) = self.range;
@@ -184,13 +241,19 @@ impl PartitionStream for PointStream {
         // The cursor: the series being read and the last timestamp read of it.
         let start = (0usize, lo.saturating_sub(1));
         let batches = futures::stream::try_unfold(start, move |(mut next, mut after)| {
-            let (schema, source, series, rls) =
-                (schema.clone(), source.clone(), series.clone(), rls.clone());
+            let (read, needed, positions, source, series, rls) = (
+                read.clone(),
+                needed.clone(),
+                positions.clone(),
+                source.clone(),
+                series.clone(),
+                rls.clone(),
+            );
             async move {
-                let mut rows = PointRows::default();
+                let mut rows = PointRows::new(&needed);
                 while next < series.len() && rows.len() < BATCH_ROWS {
                     let s = &series[next];
-                    let want = BATCH_ROWS - rows.len();
+                    let want = READ_ROWS;
                     let points = source
                         .points(s.id, after, hi, want)
                         .await
@@ -212,10 +275,10 @@ impl PartitionStream for PointStream {
                 if rows.len() == 0 {
                     return Ok(None);
                 }
-                let batch = filtered(rows.finish(&schema)?, &rls)?;
+                let batch = filtered(rows.finish(&read)?, &rls)?.project(&positions)?;
                 Ok(Some((batch, (next, after))))
             }
         });
-        Box::pin(RecordBatchStreamAdapter::new(self.schema.clone(), batches))
+        Box::pin(RecordBatchStreamAdapter::new(self.out.clone(), batches))
     }
 }

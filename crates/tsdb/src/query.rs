@@ -321,11 +321,18 @@ impl Queries<'_> {
         while out.len() < limit {
             let read = blocks::following(&mut conn, series_id, after, end, blocks_per_read).await?;
             for b in &read {
+                if out.len() >= limit {
+                    break;
+                }
                 let c = b.columns()?;
-                for i in 0..c.len() {
-                    if c.ts[i] > after && c.ts[i] < end && out.len() < limit {
-                        out.push(c.ts[i], c.values[i], c.quality[i]);
-                    }
+                let from = c.ts.partition_point(|t| *t <= after);
+                let to =
+                    c.ts.partition_point(|t| *t < end)
+                        .min(from + limit - out.len());
+                if from < to {
+                    out.ts.extend_from_slice(&c.ts[from..to]);
+                    out.values.extend_from_slice(&c.values[from..to]);
+                    out.quality.extend_from_slice(&c.quality[from..to]);
                 }
             }
             match read.last() {

@@ -272,6 +272,24 @@ async fn rules_filter_inside_the_engine_for_the_roles_they_name() {
     // The member is under both rules (ANDed): pump 1 only, in raw points and everything
     // computed from them.
     assert_eq!(sql(&app, &mia, count).await["rows"], json!([["pump-1", 5]]));
+    // Also where the query reads none of the clause's columns (the scan reads them for the
+    // clause only), or no column at all.
+    for (q, rows) in [
+        ("SELECT count(*) FROM telemetry", json!([[5]])),
+        (
+            "SELECT sum(value), max(timestamp) FROM telemetry WHERE value >= 1",
+            json!([[
+                10.0,
+                Timestamp::from_millis(base() + 4 * 60_000).to_rfc3339()
+            ]]),
+        ),
+        (
+            "SELECT quality, count(*) FROM telemetry GROUP BY quality",
+            json!([["good", 5]]),
+        ),
+    ] {
+        assert_eq!(sql(&app, &mia, q).await["rows"], rows, "{q}");
+    }
     // The owner is under the second rule only, and so is an API key acting for the owner
     // (the operator's key does).
     let owners = json!([["pump-1", 5], ["pump-3", 5]]);
