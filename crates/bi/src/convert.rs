@@ -38,6 +38,13 @@ pub(crate) struct PointRows {
     quality: Vec<i8>,
 }
 
+/// The telemetry table's columns by index (`tables.rs` declares them in this order).
+const TIMESTAMP: usize = 0;
+const ASSET_ID: usize = 1;
+const TAG_NAME: usize = 2;
+const VALUE: usize = 3;
+const QUALITY: usize = 4;
+
 /// One series' rows in a batch: how many, its asset and its tag.
 type Run = (usize, Arc<str>, Arc<str>);
 
@@ -70,16 +77,16 @@ impl PointRows {
     pub(crate) fn push(&mut self, asset: &Arc<str>, tag: &Arc<str>, p: PointColumns) {
         let n = p.ts.len();
         self.rows += n;
-        if self.needed.contains(&0) {
+        if self.needed.contains(&TIMESTAMP) {
             append(&mut self.ts, p.ts);
         }
-        if self.needed.iter().any(|c| *c == 1 || *c == 2) {
+        if self.needed.contains(&ASSET_ID) || self.needed.contains(&TAG_NAME) {
             self.runs.push((n, asset.clone(), tag.clone()));
         }
-        if self.needed.contains(&3) {
+        if self.needed.contains(&VALUE) {
             append(&mut self.values, p.values);
         }
-        if self.needed.contains(&4) {
+        if self.needed.contains(&QUALITY) {
             self.quality
                 .extend(p.quality.iter().map(|q| (*q).clamp(0, 2) as i8));
         }
@@ -106,15 +113,15 @@ impl PointRows {
         };
         let (mut ts, mut values, mut quality) = (Some(ts), Some(values), Some(quality));
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(needed.len());
-        for column in &needed {
+        for &column in &needed {
             columns.push(match column {
-                0 => Arc::new(
+                TIMESTAMP => Arc::new(
                     TimestampMillisecondArray::from(ts.take().unwrap_or_default())
                         .with_timezone("UTC"),
                 ),
-                1 => repeated(|r| &r.1)?,
-                2 => repeated(|r| &r.2)?,
-                3 => Arc::new(Float64Array::from(values.take().unwrap_or_default())),
+                ASSET_ID => repeated(|r| &r.1)?,
+                TAG_NAME => repeated(|r| &r.2)?,
+                VALUE => Arc::new(Float64Array::from(values.take().unwrap_or_default())),
                 _ => Arc::new(DictionaryArray::<Int8Type>::try_new(
                     Int8Array::from(quality.take().unwrap_or_default()),
                     Arc::new(StringArray::from(QUALITIES.to_vec())),

@@ -253,12 +253,11 @@ impl PartitionStream for PointStream {
                 let mut rows = PointRows::new(&needed);
                 while next < series.len() && rows.len() < BATCH_ROWS {
                     let s = &series[next];
-                    let want = READ_ROWS;
                     let points = source
-                        .points(s.id, after, hi, want)
+                        .points(s.id, after, hi, READ_ROWS)
                         .await
                         .map_err(external)?;
-                    if points.ts.len() < want {
+                    if points.ts.len() < READ_ROWS {
                         next += 1;
                         after = lo.saturating_sub(1);
                     } else if let Some(last) = points.ts.last() {
