@@ -307,3 +307,290 @@ async fn the_setup_wizard_sets_the_password_then_the_network_and_assets() {
         .expect(404);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Runs a command of the test's network; its output, or the test fails with its error.
+fn host(args: &[&str]) -> String {
+    let out = std::process::Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A host of its own for the agent: a network namespace with a system bus and a real
+/// NetworkManager managing its `lan0` (a veth), `mgmt0` (another veth, left to the test)
+/// carrying the test's requests. Everything goes when it drops.
+struct NetworkManagerHost {
+    netns: String,
+    bus: String,
+    dir: std::path::PathBuf,
+    daemons: Vec<std::process::Child>,
+}
+
+impl NetworkManagerHost {
+    fn start(dir: &std::path::Path) -> Self {
+        let netns = format!("plantd-nm-{}", std::process::id());
+        let bus = format!("unix:path={}", dir.join("bus").display());
+        let mut this = Self {
+            netns: netns.clone(),
+            bus: bus.clone(),
+            dir: dir.to_path_buf(),
+            daemons: Vec::new(),
+        };
+        host(&["ip", "netns", "add", &netns]);
+        for (outside, inside) in [("pnm-lan", "lan0"), ("pnm-mgmt", "mgmt0")] {
+            host(&[
+                "ip", "link", "add", outside, "type", "veth", "peer", "name", inside, "netns",
+                &netns,
+            ]);
+            host(&["ip", "link", "set", outside, "up"]);
+        }
+        host(&["ip", "addr", "add", "10.231.0.1/24", "dev", "pnm-mgmt"]);
+        for args in [
+            &["ip", "link", "set", "lo", "up"][..],
+            &["ip", "addr", "add", "10.231.0.2/24", "dev", "mgmt0"],
+            &["ip", "link", "set", "mgmt0", "up"],
+        ] {
+            host(&[&["ip", "netns", "exec", &netns][..], args].concat());
+        }
+        // A system bus of its own, so nothing of the machine's is touched.
+        std::fs::write(
+            dir.join("bus.conf"),
+            format!(
+                r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig><type>system</type><listen>{bus}</listen><auth>EXTERNAL</auth>
+<policy context="default"><allow user="*"/><allow own="*"/><allow send_type="method_call"/>
+<allow send_destination="*"/><allow receive_sender="*"/></policy></busconfig>"#
+            ),
+        )
+        .unwrap();
+        let spawn = |cmd: &mut std::process::Command| {
+            cmd.stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        };
+        this.daemons.push(spawn(
+            std::process::Command::new("dbus-daemon")
+                .arg(format!("--config-file={}", dir.join("bus.conf").display()))
+                .arg("--nofork"),
+        ));
+        for _ in 0..100 {
+            if dir.join("bus").exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        // NetworkManager keeps its connections in the test's folder, leaves the host's DNS
+        // and name alone, makes no connection by itself, and reads a read-only /sys (no udev
+        // in a namespace: it then takes the kernel's devices as they are).
+        std::fs::write(
+            dir.join("nm.conf"),
+            format!(
+                "[main]\nplugins=keyfile\nauth-polkit=false\ndns=none\nrc-manager=unmanaged\n\
+                 hostname-mode=none\nno-auto-default=*\n[keyfile]\npath={}\n\
+                 unmanaged-devices=interface-name:mgmt0\n",
+                dir.join("connections").display()
+            ),
+        )
+        .unwrap();
+        std::fs::create_dir_all(dir.join("connections")).unwrap();
+        this.daemons.push(spawn(
+            std::process::Command::new("ip")
+                .args(["netns", "exec", &netns, "unshare", "-m", "sh", "-c"])
+                .arg(format!(
+                    "mount -o remount,ro /sys && exec NetworkManager --no-daemon --config={} --state-file={}",
+                    dir.join("nm.conf").display(),
+                    dir.join("nm.state").display()
+                ))
+                .env("DBUS_SYSTEM_BUS_ADDRESS", &bus),
+        ));
+        for _ in 0..200 {
+            let out = std::process::Command::new("ip")
+                .args([
+                    "netns",
+                    "exec",
+                    &netns,
+                    "nmcli",
+                    "-t",
+                    "-f",
+                    "DEVICE,STATE",
+                    "device",
+                ])
+                .env("DBUS_SYSTEM_BUS_ADDRESS", &bus)
+                .output()
+                .unwrap();
+            if String::from_utf8_lossy(&out.stdout).contains("lan0:disconnected") {
+                return this;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!("NetworkManager did not take lan0");
+    }
+
+    /// `nmcli` in the namespace, on its bus.
+    fn nmcli(&self, args: &[&str]) -> String {
+        let out = std::process::Command::new("ip")
+            .args(["netns", "exec", &self.netns, "nmcli"])
+            .args(args)
+            .env("DBUS_SYSTEM_BUS_ADDRESS", &self.bus)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "nmcli {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for NetworkManagerHost {
+    fn drop(&mut self) {
+        for d in &mut self.daemons {
+            let _ = d.kill();
+            let _ = d.wait();
+        }
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.netns])
+            .status();
+        for outside in ["pnm-lan", "pnm-mgmt"] {
+            let _ = std::process::Command::new("ip")
+                .args(["link", "del", outside])
+                .status();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The wizard's network step against a real NetworkManager (Debian's, in a network namespace
+/// of the test's, `PLANTD_TEST_NETWORKMANAGER` set by `.ci/run`): the agent lists the interface
+/// NetworkManager manages, gives it a static address, gateway and name servers that the kernel
+/// then carries, and refuses an interface NetworkManager does not manage.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_setup_wizard_sets_an_interface_through_networkmanager() {
+    if std::env::var_os("PLANTD_TEST_NETWORKMANAGER").is_none() {
+        eprintln!(
+            "skipped: PLANTD_TEST_NETWORKMANAGER is not set (root, iproute2, dbus-daemon and NetworkManager)"
+        );
+        return;
+    }
+    let dir = plantd_test_support::temp_dir("edge-nm");
+    std::fs::create_dir_all(&dir).unwrap();
+    let nm = NetworkManagerHost::start(&dir);
+    nm.nmcli(&[
+        "connection",
+        "add",
+        "type",
+        "ethernet",
+        "ifname",
+        "lan0",
+        "con-name",
+        "plant-lan",
+        "ipv4.method",
+        "manual",
+        "ipv4.addresses",
+        "10.232.0.2/24",
+        "ipv6.method",
+        "disabled",
+    ]);
+    nm.nmcli(&["connection", "up", "plant-lan"]);
+
+    let data = dir.join("agent");
+    let data = data.to_str().unwrap();
+    let mut agent = ServerProcess::launch_with_env(
+        "ip",
+        &[
+            "netns",
+            "exec",
+            &nm.netns,
+            BIN,
+            "edge",
+            "--listen",
+            "0.0.0.0:3000",
+            "--data-dir",
+            data,
+        ],
+        &[("DBUS_SYSTEM_BUS_ADDRESS", nm.bus.as_str())],
+        "stop:",
+    );
+    let key = admin_key(data);
+    let network = "http://10.231.0.2:3000/v1/edge/network";
+    let (status, net) = get(network, Some(&key)).await;
+    assert_eq!(status, 200, "{net}");
+    assert_eq!(net["data"]["can_apply"], true, "{net}");
+    let addresses = |net: &Value, name: &str| -> Vec<Value> {
+        net["data"]["interfaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["name"] == name)
+            .map(|i| i["addresses"].as_array().unwrap().clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(addresses(&net, "lan0"), [json!("10.232.0.2/24")], "{net}");
+
+    let (status, set) = call(
+        reqwest::Method::PUT,
+        network,
+        Some(&key),
+        Some(
+            json!({"interface": "lan0", "method": "static", "address": "10.232.0.7/24",
+                    "gateway": "10.232.0.1", "dns": ["10.232.0.1", "9.9.9.9"]}),
+        ),
+    )
+    .await;
+    assert_eq!(status, 200, "{set}");
+    assert_eq!(addresses(&set, "lan0"), [json!("10.232.0.7/24")], "{set}");
+    let kernel = host(&["ip", "-n", &nm.netns, "-4", "-o", "addr", "show", "lan0"]);
+    assert!(
+        kernel.contains("10.232.0.7/24") && !kernel.contains("10.232.0.2/"),
+        "{kernel}"
+    );
+    let kept = nm.nmcli(&[
+        "-g",
+        "ipv4.method,ipv4.addresses,ipv4.gateway,ipv4.dns",
+        "connection",
+        "show",
+        "plant-lan",
+    ]);
+    assert_eq!(
+        kept.lines().collect::<Vec<_>>(),
+        [
+            "manual",
+            "10.232.0.7/24",
+            "10.232.0.1",
+            "10.232.0.1,9.9.9.9"
+        ],
+        "{kept}"
+    );
+    let route = host(&["ip", "-n", &nm.netns, "-4", "route", "show", "default"]);
+    assert!(route.contains("via 10.232.0.1 dev lan0"), "{route}");
+
+    // An interface NetworkManager leaves alone is refused, and nothing changes on it.
+    let (status, refused) = call(
+        reqwest::Method::PUT,
+        network,
+        Some(&key),
+        Some(json!({"interface": "mgmt0", "method": "static", "address": "10.231.0.9/24"})),
+    )
+    .await;
+    assert_eq!(status, 409, "{refused}");
+    assert_eq!(
+        refused["error"]["code"], "network_not_applicable",
+        "{refused}"
+    );
+    let (_, net) = get(network, Some(&key)).await;
+    let mgmt = addresses(&net, "mgmt0");
+    assert!(
+        mgmt.contains(&json!("10.231.0.2/24")) && !mgmt.contains(&json!("10.231.0.9/24")),
+        "{net}"
+    );
+    assert!(agent.stop("TERM").success());
+}
