@@ -2,7 +2,10 @@
 //! the source was made for and nothing else (the engine's tables are built on it per query).
 
 use async_trait::async_trait;
-use plantd_bi::{PointColumns, RollupRow, Series, SeriesScope, Source, SourceError, Table};
+use plantd_bi::{
+    PointColumns, PointFields, PointRead, RollupRow, Series, SeriesScope, Source, SourceError,
+    Table,
+};
 use plantd_model::Timestamp;
 use plantd_store::{AlertFilter, DeviceFilter};
 use plantd_tsdb::TelemetryFilter;
@@ -86,21 +89,35 @@ impl Source for OrgSource {
 
     async fn points(
         &self,
-        series: i64,
-        after: i64,
-        end: i64,
+        series: &[i64],
+        (after, end): (i64, i64),
         limit: usize,
-    ) -> Result<PointColumns, SourceError> {
-        let (ts, values, quality) = self
+        fields: PointFields,
+    ) -> Result<PointRead, SourceError> {
+        let want = plantd_tsdb::PointFields {
+            timestamps: fields.timestamps,
+            values: fields.values,
+            quality: fields.quality,
+        };
+        let read = self
             .app
             .tsdb()
-            .points_of_series(series, after.max(EARLIEST - 1), end.min(LATEST), limit)
+            .points_of_series(
+                series,
+                (after.max(EARLIEST - 1), end.min(LATEST)),
+                limit,
+                want,
+            )
             .await
             .map_err(failed)?;
-        Ok(PointColumns {
-            ts,
-            values,
-            quality,
+        Ok(PointRead {
+            runs: read.runs,
+            columns: PointColumns {
+                ts: read.ts,
+                values: read.values,
+                quality: read.quality,
+            },
+            stopped: read.stopped,
         })
     }
 

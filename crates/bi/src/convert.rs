@@ -19,7 +19,7 @@ use plantd_model::Timestamp;
 use serde_json::Value;
 use std::sync::Arc;
 
-use crate::source::{PointColumns, RollupRow};
+use crate::source::{PointColumns, PointFields, RollupRow};
 use crate::tables::Kind;
 
 /// The qualities' names, indexed by their code.
@@ -46,9 +46,9 @@ const VALUE: usize = 3;
 const QUALITY: usize = 4;
 
 /// One series' rows in a batch: how many, its asset and its tag.
-type Run = (usize, Arc<str>, Arc<str>);
+pub(crate) type Run = (usize, Arc<str>, Arc<str>);
 
-/// Appends `more` to `into`, moving it when `into` is empty (one series' points: no copy).
+/// Appends `more` to `into`, moving it when `into` is empty (a read's points: no copy).
 fn append<T: Copy>(into: &mut Vec<T>, more: Vec<T>) {
     if into.is_empty() {
         *into = more;
@@ -73,15 +73,25 @@ impl PointRows {
         self.rows
     }
 
-    /// Appends one series' points.
-    pub(crate) fn push(&mut self, asset: &Arc<str>, tag: &Arc<str>, p: PointColumns) {
-        let n = p.ts.len();
+    /// The columns a read has to fill for this batch.
+    pub(crate) fn fields(&self) -> PointFields {
+        PointFields {
+            timestamps: self.needed.contains(&TIMESTAMP),
+            values: self.needed.contains(&VALUE),
+            quality: self.needed.contains(&QUALITY),
+        }
+    }
+
+    /// Appends the points of a read (`runs`: each series' rows, in order), its columns moved
+    /// in when the batch is empty.
+    pub(crate) fn push(&mut self, runs: Vec<Run>, p: PointColumns) {
+        let n: usize = runs.iter().map(|r| r.0).sum();
         self.rows += n;
         if self.needed.contains(&TIMESTAMP) {
             append(&mut self.ts, p.ts);
         }
         if self.needed.contains(&ASSET_ID) || self.needed.contains(&TAG_NAME) {
-            self.runs.push((n, asset.clone(), tag.clone()));
+            self.runs.extend(runs);
         }
         if self.needed.contains(&VALUE) {
             append(&mut self.values, p.values);

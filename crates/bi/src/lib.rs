@@ -16,5 +16,7 @@ mod tables;
 
 pub use engine::{Limits, QueryOutput, Rls, check_clause, run};
 pub use error::BiError;
-pub use source::{PointColumns, RollupRow, Series, SeriesScope, Source, SourceError};
+pub use source::{
+    PointColumns, PointFields, PointRead, RollupRow, Series, SeriesScope, Source, SourceError,
+};
 pub use tables::{ColumnInfo, Kind, TABLES, Table, TableInfo};

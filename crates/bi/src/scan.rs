@@ -28,8 +28,8 @@ use crate::tables::Table;
 /// Rows a telemetry batch gathers (from one series or several) before it goes up the plan.
 const BATCH_ROWS: usize = 8192;
 
-/// Points a scan asks a source for at a time (whole blocks are decoded: asking for more than a
-/// batch needs decodes none twice).
+/// Points a scan asks a source for at a time (it answers whole blocks, only the columns the
+/// batch needs: a read ends at the first block that reaches this many points).
 const READ_ROWS: usize = 65_536;
 
 /// One table of one query: the organization's source, and the row-level-security condition
@@ -186,7 +186,7 @@ impl ScopedTable {
                     needed: needed.clone(),
                     positions: positions.clone(),
                     source: self.source.clone(),
-                    series: Arc::new(series),
+                    series: Arc::new(Share::of(series)),
                     range: (n.lo, n.hi),
                     rls: rls.clone(),
                 }) as Arc<dyn PartitionStream>
@@ -203,7 +203,32 @@ impl ScopedTable {
     }
 }
 
-/// One partition of a telemetry scan: its share of the series, read one after the other.
+/// A partition's series, by id (a source reads many series a statement in that order), with
+/// their asset and tag names.
+struct Share {
+    ids: Vec<i64>,
+    names: Vec<(Arc<str>, Arc<str>)>,
+}
+
+impl Share {
+    fn of(mut list: Vec<Series>) -> Self {
+        list.sort_unstable_by_key(|s| s.id);
+        Self {
+            ids: list.iter().map(|s| s.id).collect(),
+            names: list
+                .into_iter()
+                .map(|s| (Arc::from(s.asset_id), Arc::from(s.tag_name)))
+                .collect(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.ids.len()
+    }
+}
+
+/// One partition of a telemetry scan: its share of the series, read many a statement, series
+/// after series.
 struct PointStream {
     /// The columns read (the table's at `needed`), which the condition sees.
     read: SchemaRef,
@@ -212,7 +237,7 @@ struct PointStream {
     needed: Vec<usize>,
     positions: Vec<usize>,
     source: Arc<dyn Source>,
-    series: Arc<Vec<Series>>,
+    series: Arc<Share>,
     range: (i64, i64),
     rls: Condition,
 }
@@ -238,9 +263,10 @@ impl PartitionStream for PointStream {
         let series = self.series.clone();
         let (lo, hi) = self.range;
         let rls = self.rls.clone();
-        // The cursor: the series being read and the last timestamp read of it.
-        let start = (0usize, lo.saturating_sub(1));
-        let batches = futures::stream::try_unfold(start, move |(mut next, mut after)| {
+        // The cursor: the first series not read whole, and the last timestamp read of it when a
+        // read stopped inside it.
+        let start: (usize, Option<i64>) = (0, None);
+        let batches = futures::stream::try_unfold(start, move |(mut next, mut resume)| {
             let (read, needed, positions, source, series, rls) = (
                 read.clone(),
                 needed.clone(),
@@ -252,30 +278,45 @@ impl PartitionStream for PointStream {
             async move {
                 let mut rows = PointRows::new(&needed);
                 while next < series.len() && rows.len() < BATCH_ROWS {
-                    let s = &series[next];
-                    let points = source
-                        .points(s.id, after, hi, READ_ROWS)
+                    // Many series a read; a series a read stopped inside goes on alone.
+                    let (ids, after) = match resume {
+                        Some(t) => (&series.ids[next..=next], t),
+                        None => (&series.ids[next..], lo.saturating_sub(1)),
+                    };
+                    let got = source
+                        .points(ids, (after, hi), READ_ROWS, rows.fields())
                         .await
                         .map_err(external)?;
-                    if points.ts.len() < READ_ROWS {
-                        next += 1;
-                        after = lo.saturating_sub(1);
-                    } else if let Some(last) = points.ts.last() {
-                        after = *last;
+                    let mut at = next;
+                    let mut runs = Vec::with_capacity(got.runs.len());
+                    for (id, n) in got.runs {
+                        at += series.ids[at..]
+                            .iter()
+                            .position(|x| *x == id)
+                            .unwrap_or_default();
+                        let (asset, tag) = &series.names[at];
+                        runs.push((n, asset.clone(), tag.clone()));
                     }
-                    if !points.ts.is_empty() {
-                        rows.push(
-                            &Arc::from(s.asset_id.as_str()),
-                            &Arc::from(s.tag_name.as_str()),
-                            points,
-                        );
+                    rows.push(runs, got.columns);
+                    match got.stopped {
+                        Some((id, t)) => {
+                            next += series.ids[next..]
+                                .iter()
+                                .position(|x| *x == id)
+                                .unwrap_or_default();
+                            resume = Some(t);
+                        }
+                        None => {
+                            next += ids.len();
+                            resume = None;
+                        }
                     }
                 }
                 if rows.len() == 0 {
                     return Ok(None);
                 }
                 let batch = filtered(rows.finish(&read)?, &rls)?.project(&positions)?;
-                Ok(Some((batch, (next, after))))
+                Ok(Some((batch, (next, resume))))
             }
         });
         Box::pin(RecordBatchStreamAdapter::new(self.out.clone(), batches))

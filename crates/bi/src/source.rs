@@ -34,13 +34,33 @@ pub struct Series {
     pub tag_name: String,
 }
 
-/// One series' points in a time range, by time (quality as its code: 0 good, 1 uncertain,
+/// Points as columns, by time within a series (quality as its code: 0 good, 1 uncertain,
 /// 2 bad).
 #[derive(Clone, Debug, Default)]
 pub struct PointColumns {
     pub ts: Vec<i64>,
     pub values: Vec<f64>,
     pub quality: Vec<i16>,
+}
+
+/// Which columns of the points a read fills (the others stay empty).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PointFields {
+    pub timestamps: bool,
+    pub values: bool,
+    pub quality: bool,
+}
+
+/// Points of several series, series after series.
+#[derive(Clone, Debug, Default)]
+pub struct PointRead {
+    /// Each series' run of rows, in order: its id and how many.
+    pub runs: Vec<(i64, usize)>,
+    /// The columns of every row (those not asked for are empty).
+    pub columns: PointColumns,
+    /// Where the read stopped before the end: the series, and the time after which the next
+    /// read of it goes on.
+    pub stopped: Option<(i64, i64)>,
 }
 
 /// One bucket of a rollup table.
@@ -62,15 +82,17 @@ pub trait Source: Send + Sync + 'static {
     /// The series in `scope` (every point acknowledged before the call is readable after it).
     async fn series(&self, scope: &SeriesScope) -> Result<Vec<Series>, SourceError>;
 
-    /// Up to `limit` points of one series (an id [`Source::series`] gave) with
-    /// `after < ts < end`, by time (fewer than `limit`: the series has no more).
+    /// The points of the series `series` (ids [`Source::series`] gave, ascending) with
+    /// `after < ts < end`, series after series, each series' by time, only the columns of
+    /// `fields` filled: at least `limit` points unless every series was read whole (then
+    /// `stopped` is `None`).
     async fn points(
         &self,
-        series: i64,
-        after: i64,
-        end: i64,
+        series: &[i64],
+        (after, end): (i64, i64),
         limit: usize,
-    ) -> Result<PointColumns, SourceError>;
+        fields: PointFields,
+    ) -> Result<PointRead, SourceError>;
 
     /// The buckets `width` ms wide of the series in `scope` with `lo <= bucket < hi`
     /// (`lo` and `hi` aligned to `width`).

@@ -209,6 +209,90 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Columns> {
     }
 }
 
+/// Which columns of a block a read wants (a scan that reads no timestamp decodes none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PointFields {
+    pub timestamps: bool,
+    pub values: bool,
+    pub quality: bool,
+}
+
+impl PointFields {
+    pub const ALL: Self = Self {
+        timestamps: true,
+        values: true,
+        quality: true,
+    };
+}
+
+/// Appends the `want`ed columns of a block's points to `out` (the others untouched), decoded
+/// straight into place; answers how many points the block holds.
+pub(crate) fn decode_into(bytes: &[u8], want: PointFields, out: &mut Columns) -> Result<usize> {
+    let mut r = Reader(bytes);
+    let tag = r.take(1)?[0];
+    let n = r.u32()? as usize;
+    match tag {
+        PLAIN => {
+            if r.0.len() != n * 18 {
+                return Err(corrupt("plain block of the wrong length"));
+            }
+            let (ts, values, quality) = (r.take(n * 8)?, r.take(n * 8)?, r.take(n * 2)?);
+            if want.timestamps {
+                out.ts
+                    .extend(ts.chunks_exact(8).map(|w| i64::from_le_bytes(word(w))));
+            }
+            if want.values {
+                out.values.extend(
+                    values
+                        .chunks_exact(8)
+                        .map(|w| f64::from_bits(u64::from_le_bytes(word(w)))),
+                );
+            }
+            if want.quality {
+                out.quality.extend(
+                    quality
+                        .chunks_exact(2)
+                        .map(|w| i16::from_le_bytes([w[0], w[1]])),
+                );
+            }
+        }
+        PCO => {
+            let (ts, values) = (r.part()?, r.part()?);
+            if want.timestamps {
+                decompress_onto(ts, n, &mut out.ts)?;
+            }
+            if want.values {
+                decompress_onto(values, n, &mut out.values)?;
+            }
+            if want.quality {
+                if r.0.is_empty() {
+                    out.quality.resize(out.quality.len() + n, 0);
+                } else {
+                    decompress_onto(r.0, n, &mut out.quality)?;
+                }
+            }
+        }
+        _ => return Err(corrupt("unknown block encoding")),
+    }
+    Ok(n)
+}
+
+/// Decompresses a column of `n` numbers onto the end of `into`.
+fn decompress_onto<T: pco::data_types::Number + Default>(
+    part: &[u8],
+    n: usize,
+    into: &mut Vec<T>,
+) -> Result<()> {
+    let at = into.len();
+    into.resize(at + n, T::default());
+    let done = pco::standalone::simple_decompress_into(part, &mut into[at..]).map_err(codec)?;
+    if done.n_processed != n || !done.finished {
+        into.truncate(at);
+        return Err(corrupt("compressed block columns of different lengths"));
+    }
+    Ok(())
+}
+
 /// Reads a block's bytes front to back (shared with the packed minutes of `rollups.rs`).
 pub(crate) struct Reader<'a>(pub(crate) &'a [u8]);
 

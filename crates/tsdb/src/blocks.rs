@@ -12,7 +12,8 @@ use std::collections::HashMap;
 use crate::block::{self, Columns};
 use crate::error::Result;
 use crate::levels::{DAY, HOUR, floor_to};
-use crate::sql::{Statement, cached_sql, value_rows};
+use crate::log::{bind_ids, placeholders};
+use crate::sql::{Statement, cached_sql, placeholder, value_rows};
 
 /// The time window of a block.
 pub(crate) const WINDOW: i64 = HOUR;
@@ -149,6 +150,39 @@ pub(crate) async fn following(
     .fetch_all(&mut *conn)
     .await?;
     rows.iter().map(stored).collect()
+}
+
+/// Up to `limit` blocks of the series `ids` (ascending) holding a point in `(after, end)`, by
+/// series then time, each with its series: one statement for many series (a BI scan's).
+pub(crate) async fn following_of(
+    conn: &mut AnyConnection,
+    sqlite: bool,
+    ids: &[i64],
+    after: i64,
+    end: i64,
+    limit: i64,
+) -> Result<Vec<(i64, StoredBlock)>> {
+    debug_assert!(ids.is_sorted(), "series ids ascending");
+    let n = ids.len();
+    let sql = format!(
+        "SELECT series_id, {COLUMNS} FROM telemetry_block WHERE series_id IN ({}) AND start_ts >= {} \
+         AND start_ts < {} AND end_ts > {} ORDER BY series_id, start_ts LIMIT {}",
+        placeholders(sqlite, n),
+        placeholder(sqlite, n + 1),
+        placeholder(sqlite, n + 2),
+        placeholder(sqlite, n + 3),
+        placeholder(sqlite, n + 4),
+    );
+    let rows = bind_ids(sqlx::query(sqlx::AssertSqlSafe(sql)), ids)
+        .bind(reach_of(after.saturating_add(1)))
+        .bind(end)
+        .bind(after)
+        .bind(limit)
+        .fetch_all(&mut *conn)
+        .await?;
+    rows.iter()
+        .map(|r| Ok((r.try_get("series_id")?, stored(r)?)))
+        .collect()
 }
 
 /// The points of `series` with `lo <= ts < hi`, by time (the whole range in memory: for edges

@@ -27,11 +27,12 @@ mod tests;
 mod tsdb;
 mod upgrade;
 
+pub use block::PointFields;
 pub use error::{Result, TsdbError};
 pub use latest::LatestValue;
 pub use levels::{BucketStats, DAY, HOUR, MINUTE};
 pub use outbox::{OutboxCount, OutboxRecord};
-pub use query::{AggregatedRow, Bucket, RawRow, TelemetryFilter};
+pub use query::{AggregatedRow, Bucket, RawRow, SeriesPoints, TelemetryFilter};
 pub use retention::{Retention, RetentionReport};
 pub use storage::{BLOCK_ROW_BYTES, RAW_POINT_BYTES, ROLLUP_ROW_BYTES, over_quota};
 pub use tsdb::Tsdb;

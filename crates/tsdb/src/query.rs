@@ -8,7 +8,7 @@ use serde::Serialize;
 use sqlx::Row;
 use std::collections::HashMap;
 
-use crate::block::Columns;
+use crate::block::{self, Columns, PointFields};
 use crate::blocks::{self, reach_of};
 use crate::error::Result;
 use crate::levels::{BucketStats, LEVELS, floor_to};
@@ -22,6 +22,36 @@ pub struct TelemetryFilter {
     pub tag_name: Option<String>,
     pub start: Timestamp,
     pub end: Timestamp,
+}
+
+/// Appends `from[range]` to `into` (nothing where `from` is shorter: a column not read).
+fn extend_range<T: Copy>(into: &mut Vec<T>, from: &[T], range: std::ops::Range<usize>) {
+    if let Some(part) = from.get(range) {
+        into.extend_from_slice(part);
+    }
+}
+
+/// Points of several series, series after series (a step of a BI scan).
+#[derive(Clone, Debug, Default)]
+pub struct SeriesPoints {
+    /// Each series' run of points, in order: its id and how many.
+    pub runs: Vec<(i64, usize)>,
+    /// How many points in all.
+    pub points: usize,
+    /// The columns asked for, of every point (a column not asked for is empty).
+    pub ts: Vec<i64>,
+    pub values: Vec<f64>,
+    pub quality: Vec<i16>,
+    /// Where the read stopped before the end (its limit reached): the series, and the end of
+    /// its last block read (the next read of that series goes on after it).
+    pub stopped: Option<(i64, i64)>,
+}
+
+impl SeriesPoints {
+    fn with(mut self, c: Columns) -> Self {
+        (self.ts, self.values, self.quality) = (c.ts, c.values, c.quality);
+        self
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
@@ -289,21 +319,98 @@ impl Queries<'_> {
         Ok(c.iter().collect())
     }
 
-    /// Up to `limit` points of one series with `after < ts < end`, by time, as columns (BI
-    /// scans): like [`Queries::raw_of_series`], but a scan reads whole series, so many blocks a
-    /// statement (each statement crosses to the database's thread and back), at most 64 hours
-    /// of points in memory.
+    /// The points of the series `ids` (ascending) with `after < ts < end`, series after series,
+    /// the columns `want`ed only (BI scans): whole blocks until at least `limit` points, then
+    /// where it stopped. A scan reads whole series, so many series and blocks a statement
+    /// (each statement crosses to the database's thread and back, at most 64 blocks in
+    /// memory), and a block wholly in the range is decoded straight into the answer without
+    /// its timestamps unless they are wanted.
     pub async fn columns_of_series(
         &self,
-        series_id: i64,
-        after: i64,
-        end: i64,
+        sqlite: bool,
+        ids: &[i64],
+        (after, end): (i64, i64),
         limit: usize,
-    ) -> Result<(Vec<i64>, Vec<f64>, Vec<i16>)> {
-        let c = self
-            .following_points(series_id, after, end, limit, 64)
-            .await?;
-        Ok((c.ts, c.values, c.quality))
+        want: PointFields,
+    ) -> Result<SeriesPoints> {
+        const BLOCKS_PER_READ: i64 = 64;
+        // Series a statement: SQLite walks the index in the order asked for, series after
+        // series; PostgreSQL sorts every block of the series named before it keeps 64, so it
+        // is given fewer, and one at a time once a series fills a page by itself.
+        let ids_per_read = if sqlite { 256 } else { 16 };
+        let mut per_read = ids_per_read;
+        let mut out = SeriesPoints::default();
+        let mut into = Columns::default();
+        let mut conn = self.0.acquire().await?;
+        // The first series not read whole (its place in `ids`), and its last block's end when
+        // a page of blocks ended inside it.
+        let (mut next, mut resume) = (0usize, None);
+        while next < ids.len() {
+            let read = match resume {
+                Some(from) => blocks::following(&mut conn, ids[next], from, end, BLOCKS_PER_READ)
+                    .await?
+                    .into_iter()
+                    .map(|b| (ids[next], b))
+                    .collect(),
+                None => {
+                    let group = &ids[next..ids.len().min(next + per_read)];
+                    blocks::following_of(&mut conn, sqlite, group, after, end, BLOCKS_PER_READ)
+                        .await?
+                }
+            };
+            for (id, b) in &read {
+                let n = if after < b.start && b.end < end {
+                    block::decode_into(&b.data, want, &mut into)?
+                } else {
+                    // Partly in the range: its timestamps say which points.
+                    let mut c = Columns::default();
+                    block::decode_into(
+                        &b.data,
+                        PointFields {
+                            timestamps: true,
+                            ..want
+                        },
+                        &mut c,
+                    )?;
+                    let from = c.ts.partition_point(|t| *t <= after);
+                    let to = c.ts.partition_point(|t| *t < end).max(from);
+                    if want.timestamps {
+                        extend_range(&mut into.ts, &c.ts, from..to);
+                    }
+                    extend_range(&mut into.values, &c.values, from..to);
+                    extend_range(&mut into.quality, &c.quality, from..to);
+                    to - from
+                };
+                match out.runs.last_mut() {
+                    Some((last, count)) if last == id => *count += n,
+                    _ if n > 0 => out.runs.push((*id, n)),
+                    _ => {}
+                }
+                out.points += n;
+                if out.points >= limit {
+                    out.stopped = Some((*id, b.end));
+                    return Ok(out.with(into));
+                }
+            }
+            match read.last() {
+                // A full page: the series before its last block's are whole; that one goes on.
+                Some((id, last)) if read.len() as i64 == BLOCKS_PER_READ => {
+                    let whole = ids[next..].iter().position(|x| x == id).unwrap_or_default();
+                    per_read = if whole == 0 { 1 } else { ids_per_read };
+                    next += whole;
+                    resume = Some(last.end);
+                }
+                _ if resume.is_some() => {
+                    next += 1;
+                    resume = None;
+                }
+                _ => {
+                    next = ids.len().min(next + per_read);
+                    per_read = ids_per_read;
+                }
+            }
+        }
+        Ok(out.with(into))
     }
 
     /// Up to `limit` points of one series with `after < ts < end`, by time, reading

@@ -212,20 +212,21 @@ impl Tsdb {
             .await
     }
 
-    /// Up to `limit` points of one series with `after < ts < end`, by time, as columns
-    /// (timestamps, values, quality codes), read a few blocks at a time: a step of a read that
-    /// began with [`Tsdb::series_of`] (which flushed the log), so a range of any size is read
-    /// in bounded memory (BI scans).
+    /// The points of the series `ids` (ascending) with `after < ts < end`, series after series,
+    /// the columns `want`ed only: whole blocks until at least `limit` points, then where the
+    /// read stopped. A step of a read that began with [`Tsdb::series_of`] (which flushed the
+    /// log), so a range of any size is read in bounded memory (BI scans).
     pub async fn points_of_series(
         &self,
-        series_id: i64,
-        after: i64,
-        end: i64,
+        ids: &[i64],
+        range: (i64, i64),
         limit: usize,
-    ) -> Result<(Vec<i64>, Vec<f64>, Vec<i16>)> {
+        want: crate::PointFields,
+    ) -> Result<crate::SeriesPoints> {
         self.upgrade().await?;
+        let sqlite = self.shared.store.backend() == plantd_store::Backend::Sqlite;
         Queries(self.shared.store.pool())
-            .columns_of_series(series_id, after, end, limit)
+            .columns_of_series(sqlite, ids, range, limit, want)
             .await
     }
 

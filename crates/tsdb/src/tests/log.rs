@@ -113,6 +113,92 @@ async fn thousands_of_series_stay_exact_through_the_log() {
         .map(|r| (r.timestamp.millis(), r.value))
         .collect();
     assert_eq!(got, want);
+    // Every point of every series as a BI scan reads them: many series a statement, pages of
+    // blocks ending inside a series, reads stopped by their limit inside a series.
+    let mut ids: Vec<(i64, i64)> = tsdb
+        .series_of(&org, &all, &[])
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(id, asset, tag)| {
+            let n = |s: &str| s[1..].parse::<i64>().unwrap();
+            (id, n(&asset) * 10 + n(&tag))
+        })
+        .collect();
+    ids.sort_unstable();
+    let series: Vec<i64> = ids.iter().map(|(id, _)| *id).collect();
+    let (mut next, mut resume, mut reads) = (0, None, 0);
+    let mut scanned: BTreeMap<(i64, i64), f64> = BTreeMap::new();
+    while next < series.len() {
+        let (slice, after) = match resume {
+            Some(t) => (&series[next..=next], t),
+            None => (&series[next..], b - 1),
+        };
+        let read = tsdb
+            .points_of_series(slice, (after, b + HOUR), 5_000, crate::PointFields::ALL)
+            .await
+            .unwrap();
+        reads += 1;
+        // Whole blocks: a read stops at the first block that reaches its limit.
+        assert!(read.points < 5_000 + 24, "{} points read", read.points);
+        assert_eq!(
+            (read.ts.len(), read.values.len(), read.quality.len()),
+            (read.points, read.points, read.points)
+        );
+        let (mut at, mut row) = (next, 0);
+        for (id, n) in &read.runs {
+            at += series[at..].iter().position(|x| x == id).expect("in order");
+            for k in row..row + n {
+                assert_eq!(
+                    scanned.insert((ids[at].1, read.ts[k]), read.values[k]),
+                    None,
+                    "read once"
+                );
+            }
+            row += n;
+        }
+        assert_eq!(row, read.points);
+        match read.stopped {
+            Some((id, t)) => {
+                next += series[next..].iter().position(|x| *x == id).unwrap();
+                resume = Some(t);
+            }
+            None => {
+                next += slice.len();
+                resume = None;
+            }
+        }
+    }
+    assert_eq!(scanned, expected, "every point scanned, once");
+    assert!(reads >= 48_000 / 5_000, "{reads} reads");
+    // Values only, over a range that cuts blocks: no timestamp or quality decoded, the values
+    // those in the range, series after series.
+    let (lo, hi) = (b + 5 * 20_000, b + 20 * 20_000);
+    let read = tsdb
+        .points_of_series(
+            &series,
+            (lo - 1, hi),
+            usize::MAX,
+            crate::PointFields {
+                timestamps: false,
+                values: true,
+                quality: false,
+            },
+        )
+        .await
+        .unwrap();
+    assert!(read.ts.is_empty() && read.quality.is_empty() && read.stopped.is_none());
+    let want: Vec<f64> = ids
+        .iter()
+        .flat_map(|(_, s)| {
+            expected
+                .range((*s, lo)..(*s, hi))
+                .map(|(_, v)| *v)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(read.values, want);
+    assert_eq!(read.points, want.len());
     let latest = tsdb.latest(&org, "A0", None).await.unwrap();
     assert_eq!(latest.len(), 10);
     assert_eq!(tsdb.log_backlog(), 0, "reads flushed the log");
