@@ -167,46 +167,9 @@ pub(crate) fn is_compressed(bytes: &[u8]) -> bool {
 
 /// Decodes a block's bytes (either encoding).
 pub(crate) fn decode(bytes: &[u8]) -> Result<Columns> {
-    let mut r = Reader(bytes);
-    let tag = r.take(1)?[0];
-    let n = r.u32()? as usize;
-    match tag {
-        PLAIN => {
-            if r.0.len() != n * 18 {
-                return Err(corrupt("plain block of the wrong length"));
-            }
-            let mut c = Columns::with_capacity(n);
-            let ts = r.take(n * 8)?;
-            let values = r.take(n * 8)?;
-            let quality = r.take(n * 2)?;
-            for i in 0..n {
-                c.ts.push(i64::from_le_bytes(word(&ts[i * 8..])));
-                c.values
-                    .push(f64::from_bits(u64::from_le_bytes(word(&values[i * 8..]))));
-                c.quality
-                    .push(i16::from_le_bytes([quality[i * 2], quality[i * 2 + 1]]));
-            }
-            Ok(c)
-        }
-        PCO => {
-            let ts: Vec<i64> = pco::standalone::simple_decompress(r.part()?).map_err(codec)?;
-            let values: Vec<f64> = pco::standalone::simple_decompress(r.part()?).map_err(codec)?;
-            let quality: Vec<i16> = if r.0.is_empty() {
-                vec![0; n]
-            } else {
-                pco::standalone::simple_decompress(r.0).map_err(codec)?
-            };
-            if ts.len() != n || values.len() != n || quality.len() != n {
-                return Err(corrupt("compressed block columns of different lengths"));
-            }
-            Ok(Columns {
-                ts,
-                values,
-                quality,
-            })
-        }
-        _ => Err(corrupt("unknown block encoding")),
-    }
+    let mut c = Columns::default();
+    decode_into(bytes, PointFields::ALL, &mut c)?;
+    Ok(c)
 }
 
 /// Which columns of a block a read wants (a scan that reads no timestamp decodes none).

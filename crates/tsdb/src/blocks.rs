@@ -13,7 +13,7 @@ use crate::block::{self, Columns};
 use crate::error::Result;
 use crate::levels::{DAY, HOUR, floor_to};
 use crate::log::{bind_ids, placeholders};
-use crate::sql::{Statement, cached_sql, placeholder, value_rows};
+use crate::sql::{Statement, cached_sql, value_rows};
 
 /// The time window of a block.
 pub(crate) const WINDOW: i64 = HOUR;
@@ -138,25 +138,15 @@ pub(crate) async fn following(
     end: i64,
     limit: i64,
 ) -> Result<Vec<StoredBlock>> {
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {COLUMNS} FROM telemetry_block WHERE series_id = $1 AND start_ts >= $2 AND start_ts < $3 \
-         AND end_ts > $4 ORDER BY start_ts LIMIT $5"
-    )))
-    .bind(series)
-    .bind(reach_of(after.saturating_add(1)))
-    .bind(end)
-    .bind(after)
-    .bind(limit)
-    .fetch_all(&mut *conn)
-    .await?;
-    rows.iter().map(stored).collect()
+    let read = following_of(conn, &[series], after, end, limit).await?;
+    Ok(read.into_iter().map(|(_, b)| b).collect())
 }
 
 /// Up to `limit` blocks of the series `ids` (ascending) holding a point in `(after, end)`, by
 /// series then time, each with its series: one statement for many series (a BI scan's).
+/// Numbered placeholders on both backends (SQLite numbers `$n` in order of appearance).
 pub(crate) async fn following_of(
     conn: &mut AnyConnection,
-    sqlite: bool,
     ids: &[i64],
     after: i64,
     end: i64,
@@ -165,13 +155,14 @@ pub(crate) async fn following_of(
     debug_assert!(ids.is_sorted(), "series ids ascending");
     let n = ids.len();
     let sql = format!(
-        "SELECT series_id, {COLUMNS} FROM telemetry_block WHERE series_id IN ({}) AND start_ts >= {} \
-         AND start_ts < {} AND end_ts > {} ORDER BY series_id, start_ts LIMIT {}",
-        placeholders(sqlite, n),
-        placeholder(sqlite, n + 1),
-        placeholder(sqlite, n + 2),
-        placeholder(sqlite, n + 3),
-        placeholder(sqlite, n + 4),
+        "SELECT series_id, {COLUMNS} FROM telemetry_block WHERE series_id IN ({}) \
+         AND start_ts >= ${} AND start_ts < ${} AND end_ts > ${} ORDER BY series_id, start_ts \
+         LIMIT ${}",
+        placeholders(false, n),
+        n + 1,
+        n + 2,
+        n + 3,
+        n + 4,
     );
     let rows = bind_ids(sqlx::query(sqlx::AssertSqlSafe(sql)), ids)
         .bind(reach_of(after.saturating_add(1)))

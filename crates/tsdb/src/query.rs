@@ -354,8 +354,7 @@ impl Queries<'_> {
                     .collect(),
                 None => {
                     let group = &ids[next..ids.len().min(next + per_read)];
-                    blocks::following_of(&mut conn, sqlite, group, after, end, BLOCKS_PER_READ)
-                        .await?
+                    blocks::following_of(&mut conn, group, after, end, BLOCKS_PER_READ).await?
                 }
             };
             for (id, b) in &read {
