@@ -58,6 +58,11 @@ impl Database {
         }
     }
 
+    /// Whether [`Database::close`] has begun (either pool closed).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.pool.is_closed() || self.writer.as_ref().is_some_and(|w| w.is_closed())
+    }
+
     pub(crate) async fn close(&self) {
         if let Some(writer) = &self.writer {
             writer.close().await;

@@ -139,6 +139,12 @@ impl Store {
         Ok(started.elapsed())
     }
 
+    /// Whether the store is closing or closed (the server stopping): background work that
+    /// fails then ends quietly.
+    pub fn is_closed(&self) -> bool {
+        self.db.is_closed()
+    }
+
     pub async fn close(&self) {
         self.db.close().await;
     }

@@ -146,12 +146,18 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         if shared.store.backend() == plantd_store::Backend::Postgres {
             match log::backlog(shared.store.pool()).await {
                 Ok((_, last)) => target = target.max(last),
+                Err(_) if shared.store.is_closed() => return,
                 Err(e) => {
                     tracing::warn!(error = %plantd_model::error_chain(&e), "reading the telemetry log failed")
                 }
             }
         }
         if let Err(e) = flush_through(&shared, target).await {
+            if shared.store.is_closed() {
+                // The server stopped and closed its store: what is left stays in the log,
+                // durable, for the next start.
+                return;
+            }
             tracing::warn!(error = %plantd_model::error_chain(&e), "flushing the telemetry log failed; will try again");
             tokio::time::sleep(Duration::from_secs(1)).await;
         }

@@ -46,6 +46,10 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         }
         let now = plantd_model::Timestamp::now().millis();
         if let Err(e) = seal_pending(&shared.store, now).await {
+            if shared.store.is_closed() {
+                // The server stopped and closed its store: the next start seals.
+                return;
+            }
             tracing::warn!(error = %plantd_model::error_chain(&e), "sealing telemetry blocks failed; will try again");
         }
     }
