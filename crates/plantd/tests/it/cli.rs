@@ -513,7 +513,17 @@ async fn a_healthy_first_start_ends_with_the_welcome() {
         .read_to_string(&mut logged)
         .unwrap();
     assert_eq!(rest, "", "nothing is printed after the welcome");
-    assert_eq!(logged, "", "nothing is logged in a healthy start");
+    // sqlx reports a statement or a wait for a connection over its threshold (1-2 s): that
+    // says the machine was loaded (the suite runs in parallel), not that the start was unwell.
+    let logged: Vec<&str> = logged
+        .lines()
+        .filter(|l| !l.contains("slow statement") && !l.contains("exceeded slow threshold"))
+        .collect();
+    assert_eq!(
+        logged,
+        Vec::<&str>::new(),
+        "nothing is logged in a healthy start"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
 
