@@ -299,11 +299,9 @@ impl PartitionStream for PointStream {
                     }
                     rows.push(runs, got.columns);
                     match got.stopped {
-                        Some((id, t)) => {
-                            next += series.ids[next..]
-                                .iter()
-                                .position(|x| *x == id)
-                                .unwrap_or_default();
+                        // The read stops in the series of its last run, whose place `at` is.
+                        Some((_, t)) => {
+                            next = at;
                             resume = Some(t);
                         }
                         None => {

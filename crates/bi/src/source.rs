@@ -58,8 +58,8 @@ pub struct PointRead {
     pub runs: Vec<(i64, usize)>,
     /// The columns of every row (those not asked for are empty).
     pub columns: PointColumns,
-    /// Where the read stopped before the end: the series, and the time after which the next
-    /// read of it goes on.
+    /// Where the read stopped before the end: the series (that of the last run), and the time
+    /// after which the next read of it goes on.
     pub stopped: Option<(i64, i64)>,
 }
 
