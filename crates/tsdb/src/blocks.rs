@@ -12,7 +12,6 @@ use std::collections::HashMap;
 use crate::block::{self, Columns};
 use crate::error::Result;
 use crate::levels::{DAY, HOUR, floor_to};
-use crate::log::{bind_ids, placeholders};
 use crate::sql::{Statement, cached_sql, value_rows};
 
 /// The time window of a block.
@@ -138,39 +137,59 @@ pub(crate) async fn following(
     end: i64,
     limit: i64,
 ) -> Result<Vec<StoredBlock>> {
-    let read = following_of(conn, &[series], after, end, limit).await?;
+    let read = following_of(conn, &[series], after, end, limit, None).await?;
     Ok(read.into_iter().map(|(_, b)| b).collect())
 }
 
 /// Up to `limit` blocks of the series `ids` (ascending) holding a point in `(after, end)`, by
-/// series then time, each with its series: one statement for many series (a BI scan's).
-/// Numbered placeholders on both backends (SQLite numbers `$n` in order of appearance).
+/// series then time, each with its series: one statement for many series (a BI scan's). With
+/// `resume`, the first series' blocks are those holding a point in `(resume, end)` (a read going
+/// on where a page of blocks ended inside it), in the same statement as the others'.
+/// Numbered placeholders on both backends (sqlx binds SQLite's `$n` by its number).
 pub(crate) async fn following_of(
     conn: &mut AnyConnection,
     ids: &[i64],
     after: i64,
     end: i64,
     limit: i64,
+    resume: Option<i64>,
 ) -> Result<Vec<(i64, StoredBlock)>> {
     debug_assert!(ids.is_sorted(), "series ids ascending");
-    let n = ids.len();
+    // Each part: its series and the time after which their blocks are read.
+    let parts: Vec<(&[i64], i64)> = match resume {
+        Some(r) if ids.len() > 1 => vec![(&ids[..1], r), (&ids[1..], after)],
+        Some(r) => vec![(ids, r)],
+        None => vec![(ids, after)],
+    };
+    // $1 end, $2 limit, then each part's series, reach and time.
+    let mut next = 3;
+    let selects: Vec<String> = parts
+        .iter()
+        .map(|(ids, _)| {
+            let list = (next..next + ids.len())
+                .map(|i| format!("${i}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let (reach, after) = (next + ids.len(), next + ids.len() + 1);
+            next = after + 1;
+            format!(
+                "SELECT series_id, {COLUMNS} FROM telemetry_block WHERE series_id IN ({list}) \
+                 AND start_ts >= ${reach} AND start_ts < $1 AND end_ts > ${after}"
+            )
+        })
+        .collect();
     let sql = format!(
-        "SELECT series_id, {COLUMNS} FROM telemetry_block WHERE series_id IN ({}) \
-         AND start_ts >= ${} AND start_ts < ${} AND end_ts > ${} ORDER BY series_id, start_ts \
-         LIMIT ${}",
-        placeholders(false, n),
-        n + 1,
-        n + 2,
-        n + 3,
-        n + 4,
+        "{} ORDER BY series_id, start_ts LIMIT $2",
+        selects.join(" UNION ALL ")
     );
-    let rows = bind_ids(sqlx::query(sqlx::AssertSqlSafe(sql)), ids)
-        .bind(reach_of(after.saturating_add(1)))
-        .bind(end)
-        .bind(after)
-        .bind(limit)
-        .fetch_all(&mut *conn)
-        .await?;
+    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(end).bind(limit);
+    for (ids, after) in parts {
+        for id in ids {
+            q = q.bind(*id);
+        }
+        q = q.bind(reach_of(after.saturating_add(1))).bind(after);
+    }
+    let rows = q.fetch_all(&mut *conn).await?;
     rows.iter()
         .map(|r| Ok((r.try_get("series_id")?, stored(r)?)))
         .collect()

@@ -322,7 +322,7 @@ impl Queries<'_> {
     /// The points of the series `ids` (ascending) with `after < ts < end`, series after series,
     /// the columns `want`ed only (BI scans): whole blocks until at least `limit` points, then
     /// where it stopped. A scan reads whole series, so many series and blocks a statement
-    /// (each statement crosses to the database's thread and back, at most 64 blocks in
+    /// (each statement crosses to the database's thread and back, at most 48 blocks in
     /// memory), and a block wholly in the range is decoded straight into the answer without
     /// its timestamps unless they are wanted.
     pub async fn columns_of_series(
@@ -333,11 +333,17 @@ impl Queries<'_> {
         limit: usize,
         want: PointFields,
     ) -> Result<SeriesPoints> {
-        const BLOCKS_PER_READ: i64 = 64;
+        // Blocks a statement: fewer than the 50 rows of the channel through which sqlx's
+        // SQLite thread hands rows over, so that thread never waits for the reader (past 50,
+        // each row cost a thread switch each way).
+        const BLOCKS_PER_READ: i64 = 48;
         // Series a statement: SQLite walks the index in the order asked for, series after
-        // series; PostgreSQL sorts every block of the series named before it keeps 64, so it
-        // is given fewer, and one at a time once a series fills a page by itself.
-        let ids_per_read = if sqlite { 256 } else { 16 };
+        // series, so a page of 48 blocks reaches at most 48 series that have points; sqlx
+        // binds each parameter by looking its name up along the list (quadratic: not
+        // hundreds). PostgreSQL sorts
+        // every block of the series named before it keeps a page, so it is given fewer, and
+        // one at a time once a series fills a page by itself.
+        let ids_per_read = if sqlite { BLOCKS_PER_READ as usize } else { 16 };
         let mut per_read = ids_per_read;
         let mut out = SeriesPoints::default();
         let mut into = Columns::default();
@@ -346,17 +352,10 @@ impl Queries<'_> {
         // a page of blocks ended inside it.
         let (mut next, mut resume) = (0usize, None);
         while next < ids.len() {
-            let read = match resume {
-                Some(from) => blocks::following(&mut conn, ids[next], from, end, BLOCKS_PER_READ)
-                    .await?
-                    .into_iter()
-                    .map(|b| (ids[next], b))
-                    .collect(),
-                None => {
-                    let group = &ids[next..ids.len().min(next + per_read)];
-                    blocks::following_of(&mut conn, group, after, end, BLOCKS_PER_READ).await?
-                }
-            };
+            // A series a page ended inside goes on in the same statement as those after it.
+            let group = &ids[next..ids.len().min(next + per_read)];
+            let read =
+                blocks::following_of(&mut conn, group, after, end, BLOCKS_PER_READ, resume).await?;
             for (id, b) in &read {
                 let n = if after < b.start && b.end < end {
                     block::decode_into(&b.data, want, &mut into)?
@@ -399,13 +398,10 @@ impl Queries<'_> {
                     next += whole;
                     resume = Some(last.end);
                 }
-                _ if resume.is_some() => {
-                    next += 1;
-                    resume = None;
-                }
                 _ => {
                     next = ids.len().min(next + per_read);
                     per_read = ids_per_read;
+                    resume = None;
                 }
             }
         }
