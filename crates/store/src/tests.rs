@@ -497,3 +497,27 @@ async fn sqlite_write_transactions_share_one_connection() {
         let _ = std::fs::remove_dir_all(dir);
     }
 }
+
+/// The bundled SQLite is built without its memory statistics (`.cargo/config.toml`): with
+/// them every allocation inside SQLite takes one process-wide mutex, which the read
+/// connections of a scan contend for (docs/benchmarks.md, BI).
+#[tokio::test]
+async fn sqlite_is_built_without_memory_statistics() {
+    let (url, dir) = crate::testing::fresh_sqlite();
+    let store = Store::connect(&url).await.unwrap();
+    let options: Vec<String> = sqlx::query("PRAGMA compile_options")
+        .fetch_all(store.pool())
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.try_get::<String, _>(0).unwrap())
+        .collect();
+    store.close().await;
+    if let Some(dir) = dir {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    assert!(
+        options.iter().any(|o| o == "DEFAULT_MEMSTATUS=0"),
+        "{options:?}"
+    );
+}
