@@ -340,9 +340,8 @@ impl Queries<'_> {
         // Series a statement: SQLite walks the index in the order asked for, series after
         // series, so a page of 48 blocks reaches at most 48 series that have points; sqlx
         // binds each parameter by looking its name up along the list (quadratic: not
-        // hundreds). PostgreSQL sorts
-        // every block of the series named before it keeps a page, so it is given fewer, and
-        // one at a time once a series fills a page by itself.
+        // hundreds). PostgreSQL sorts every block of the series named before it keeps a page,
+        // so it is given fewer, and one at a time once a series fills a page by itself.
         let ids_per_read = if sqlite { BLOCKS_PER_READ as usize } else { 16 };
         let mut per_read = ids_per_read;
         let mut out = SeriesPoints::default();
