@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use crate::block::{self, Columns};
 use crate::error::Result;
 use crate::levels::{DAY, HOUR, floor_to};
-use crate::sql::{Statement, cached_sql, value_rows};
+use crate::sql::{Statement, cached_sql, placeholder, value_rows};
 
 /// The time window of a block.
 pub(crate) const WINDOW: i64 = HOUR;
@@ -167,14 +167,15 @@ pub(crate) async fn following_of(
         .iter()
         .map(|(ids, _)| {
             let list = (next..next + ids.len())
-                .map(|i| format!("${i}"))
+                .map(|i| placeholder(false, i))
                 .collect::<Vec<_>>()
                 .join(", ");
-            let (reach, after) = (next + ids.len(), next + ids.len() + 1);
-            next = after + 1;
+            // The numbers of this part's reach and time, after its series.
+            let (reach_n, after_n) = (next + ids.len(), next + ids.len() + 1);
+            next = after_n + 1;
             format!(
                 "SELECT series_id, {COLUMNS} FROM telemetry_block WHERE series_id IN ({list}) \
-                 AND start_ts >= ${reach} AND start_ts < $1 AND end_ts > ${after}"
+                 AND start_ts >= ${reach_n} AND start_ts < $1 AND end_ts > ${after_n}"
             )
         })
         .collect();
