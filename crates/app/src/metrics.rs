@@ -20,7 +20,7 @@ const BUCKETS: [f64; 14] = [
 static RECORDER: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
 /// Every metric: name, kind and what it counts (its `# HELP`).
-const METRICS: [(&str, Kind, &str); 20] = [
+const METRICS: [(&str, Kind, &str); 22] = [
     (
         "plantd_http_requests_total",
         Kind::Counter,
@@ -60,6 +60,16 @@ const METRICS: [(&str, Kind, &str); 20] = [
         "plantd_telemetry_unsealed_blocks",
         Kind::Gauge,
         "Head blocks not yet sealed into their window's compressed block",
+    ),
+    (
+        "plantd_telemetry_sealer_passes_total",
+        Kind::Counter,
+        "Passes of the background sealer completed",
+    ),
+    (
+        "plantd_telemetry_sealer_rewrites_total",
+        Kind::Counter,
+        "What the sealer's passes rewrote: windows sealed, spans of rollups packed, days compacted",
     ),
     (
         "plantd_alert_outbox_events",
@@ -166,6 +176,9 @@ impl App {
         metrics::gauge!("plantd_telemetry_log_points").set(self.tsdb().log_backlog() as f64);
         metrics::gauge!("plantd_telemetry_unsealed_blocks")
             .set(self.tsdb().unsealed_blocks().await? as f64);
+        let (passes, rewrites) = self.tsdb().sealer_progress();
+        metrics::counter!("plantd_telemetry_sealer_passes_total").absolute(passes);
+        metrics::counter!("plantd_telemetry_sealer_rewrites_total").absolute(rewrites);
         metrics::gauge!("plantd_alert_outbox_events").set(store.outbox_depth().await? as f64);
         let (webhooks, notifications) = store.pending_deliveries().await?;
         metrics::gauge!("plantd_deliveries_pending", "kind" => "webhook").set(webhooks as f64);

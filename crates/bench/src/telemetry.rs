@@ -598,6 +598,19 @@ async fn series_rows(
 /// A figure of the server's `/metrics` (a gauge, or a counter since it started; loopback needs
 /// no token).
 pub(crate) async fn gauge(server: &Server, metric: &str) -> Result<f64> {
+    value_in(&scrape(server).await?, metric)
+}
+
+/// A metric's value in a scrape of `/metrics`.
+fn value_in(text: &str, metric: &str) -> Result<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(metric).and_then(|v| v.trim().parse().ok()))
+        .ok_or_else(|| anyhow::anyhow!("no {metric} in /metrics"))
+}
+
+/// The server's `/metrics` (each scrape counts the head blocks in the database: scrape once
+/// for several figures).
+async fn scrape(server: &Server) -> Result<String> {
     let mut sender = connect(&server.addr).await?;
     let probe = crate::harness::Probe {
         authorization: String::new(),
@@ -607,10 +620,36 @@ pub(crate) async fn gauge(server: &Server, metric: &str) -> Result<f64> {
     if status != 200 {
         bail!("/metrics answered {status}");
     }
-    let text = String::from_utf8_lossy(&body);
-    text.lines()
-        .find_map(|l| l.strip_prefix(metric).and_then(|v| v.trim().parse().ok()))
-        .ok_or_else(|| anyhow::anyhow!("no {metric} in /metrics"))
+    Ok(String::from_utf8_lossy(&body).into_owned())
+}
+
+/// Waits until the server's storage is settled: the flusher's log empty and two passes of the
+/// sealer in a row that rewrote nothing (the first may have started before the last ingest), so
+/// that every closed window is sealed, every closed span of rollups packed and every marked day
+/// compacted. Returns false if that did not happen within `limit`.
+pub(crate) async fn wait_settled(server: &Server, limit: std::time::Duration) -> Result<bool> {
+    let deadline = std::time::Instant::now() + limit;
+    let mut last: Option<(f64, f64)> = None;
+    let mut quiet_passes = 0.0;
+    while std::time::Instant::now() < deadline {
+        let text = scrape(server).await?;
+        let log = value_in(&text, "plantd_telemetry_log_points")?;
+        let passes = value_in(&text, "plantd_telemetry_sealer_passes_total")?;
+        let rewrites = value_in(&text, "plantd_telemetry_sealer_rewrites_total")?;
+        if let Some((p, r)) = last {
+            quiet_passes = if log > 0.0 || rewrites != r {
+                0.0
+            } else {
+                quiet_passes + (passes - p)
+            };
+        }
+        if quiet_passes >= 2.0 {
+            return Ok(true);
+        }
+        last = Some((passes, rewrites));
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+    Ok(false)
 }
 
 /// The server process's peak resident memory (VmHWM), in MB.

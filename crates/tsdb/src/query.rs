@@ -322,8 +322,8 @@ impl Queries<'_> {
     /// The points of the series `ids` (ascending) with `after < ts < end`, series after series,
     /// the columns `want`ed only (BI scans): whole blocks until at least `limit` points, then
     /// where it stopped. A scan reads whole series, so many series and blocks a statement
-    /// (each statement crosses to the database's thread and back, at most 48 blocks in
-    /// memory), and a block wholly in the range is decoded straight into the answer without
+    /// (each statement crosses to the database's thread and back; at most 48 blocks in
+    /// memory on SQLite, 256 on PostgreSQL), and a block wholly in the range is decoded straight into the answer without
     /// its timestamps unless they are wanted.
     pub async fn columns_of_series(
         &self,
@@ -333,16 +333,29 @@ impl Queries<'_> {
         limit: usize,
         want: PointFields,
     ) -> Result<SeriesPoints> {
-        // Blocks a statement: fewer than the 50 rows of the channel through which sqlx's
-        // SQLite thread hands rows over, so that thread never waits for the reader (past 50,
-        // each row cost a thread switch each way).
-        const BLOCKS_PER_READ: i64 = 48;
-        // Series a statement: SQLite walks the index in the order asked for, series after
+        // Blocks a statement. SQLite: fewer than the 50 rows of the channel through which
+        // sqlx's SQLite thread hands rows over, so that thread never waits for the reader
+        // (past 50, each row cost a thread switch each way). PostgreSQL sends rows down its
+        // socket: larger pages, fewer statements (each one planned and run on its own).
+        let blocks_per_read: i64 = if sqlite { 48 } else { 256 };
+        // Series a statement. SQLite walks the index in the order asked for, series after
         // series, so a page of 48 blocks reaches at most 48 series that have points; sqlx
         // binds each parameter by looking its name up along the list (quadratic: not
-        // hundreds). PostgreSQL sorts every block of the series named before it keeps a page,
-        // so it is given fewer, and one at a time once a series fills a page by itself.
-        let ids_per_read = if sqlite { BLOCKS_PER_READ as usize } else { 16 };
+        // hundreds). PostgreSQL (15) sorts every block of the series named before it keeps a
+        // page, and a page ending inside a series reads the rest again: it is given as many
+        // series as fill about three quarters of a page at the blocks a series had so far
+        // (16 to start with, at most 64), and one at a time once a series fills a page by
+        // itself.
+        let ids_per_read = if sqlite { blocks_per_read as usize } else { 16 };
+        let fitting = |blocks: usize, series: usize| -> usize {
+            if sqlite || series == 0 {
+                return ids_per_read;
+            }
+            let per_series = blocks.div_ceil(series).max(1);
+            (blocks_per_read as usize * 3 / 4 / per_series).clamp(1, 64)
+        };
+        // Blocks read so far (for `fitting`, with the series read whole).
+        let mut blocks_read = 0usize;
         let mut per_read = ids_per_read;
         let mut out = SeriesPoints::default();
         let mut into = Columns::default();
@@ -354,7 +367,7 @@ impl Queries<'_> {
             // A series a page ended inside goes on in the same statement as those after it.
             let group = &ids[next..ids.len().min(next + per_read)];
             let read =
-                blocks::following_of(&mut conn, group, after, end, BLOCKS_PER_READ, resume).await?;
+                blocks::following_of(&mut conn, group, after, end, blocks_per_read, resume).await?;
             for (id, b) in &read {
                 let n = if after < b.start && b.end < end {
                     block::decode_into(&b.data, want, &mut into)?
@@ -389,17 +402,22 @@ impl Queries<'_> {
                     return Ok(out.with(into));
                 }
             }
+            blocks_read += read.len();
             match read.last() {
                 // A full page: the series before its last block's are whole; that one goes on.
-                Some((id, last)) if read.len() as i64 == BLOCKS_PER_READ => {
+                Some((id, last)) if read.len() as i64 == blocks_per_read => {
                     let whole = ids[next..].iter().position(|x| x == id).unwrap_or_default();
-                    per_read = if whole == 0 { 1 } else { ids_per_read };
                     next += whole;
+                    per_read = if whole == 0 {
+                        1
+                    } else {
+                        fitting(blocks_read, next)
+                    };
                     resume = Some(last.end);
                 }
                 _ => {
                     next = ids.len().min(next + per_read);
-                    per_read = ids_per_read;
+                    per_read = fitting(blocks_read, next);
                     resume = None;
                 }
             }

@@ -365,10 +365,16 @@ pub(crate) async fn pack_due(store: &Store, now: i64) -> Result<usize> {
     for p in [MINUTES, HOURS] {
         let (level, span) = (p.level, p.span);
         let closed_before = floor_to(now - span - p.after, span) + span;
+        // Grouped in the primary key's order (level, series, bucket) and only then joined to
+        // the series for their organizations: both databases stream the key and stop at the
+        // limit (grouped by organization too, PostgreSQL sorted every due row first, on disk
+        // past a million rows: 1.6 s a page).
         let due = format!(
-            "SELECT s.org_id, r.series_id, (r.bucket / {span}) * {span} AS w FROM telemetry_rollup r \
-             JOIN telemetry_series s ON s.id = r.series_id WHERE r.level = {level} AND r.bucket < $1 \
-             GROUP BY s.org_id, r.series_id, (r.bucket / {span}) * {span} LIMIT $2"
+            "SELECT s.org_id, d.series_id, d.w FROM (SELECT r.series_id, (r.bucket / {span}) * {span} AS w \
+             FROM telemetry_rollup r WHERE r.level = {level} AND r.bucket < $1 \
+             GROUP BY r.series_id, (r.bucket / {span}) * {span} \
+             ORDER BY r.series_id, (r.bucket / {span}) * {span} LIMIT $2) d \
+             JOIN telemetry_series s ON s.id = d.series_id"
         );
         packed += blocks::rewrite_due(
             store,

@@ -45,12 +45,20 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             }
         }
         let now = plantd_model::Timestamp::now().millis();
-        if let Err(e) = seal_pending(&shared.store, now).await {
-            if shared.store.is_closed() {
+        match seal_pending(&shared.store, now).await {
+            Ok(rewritten) => {
+                use std::sync::atomic::Ordering::{Relaxed, Release};
+                // Rewrites first: a reader that sees the pass counted sees what it rewrote.
+                shared.sealer_rewrites.fetch_add(rewritten as u64, Relaxed);
+                shared.sealer_passes.fetch_add(1, Release);
+            }
+            Err(_) if shared.store.is_closed() => {
                 // The server stopped and closed its store: the next start seals.
                 return;
             }
-            tracing::warn!(error = %plantd_model::error_chain(&e), "sealing telemetry blocks failed; will try again");
+            Err(e) => {
+                tracing::warn!(error = %plantd_model::error_chain(&e), "sealing telemetry blocks failed; will try again");
+            }
         }
     }
 }
@@ -64,11 +72,16 @@ pub(crate) async fn seal_pending(store: &Store, now: i64) -> Result<usize> {
     let closed_before = window_of(now - WINDOW - GRACE) + WINDOW;
     // The due windows, counted by the database over the partial index of the head: an open
     // window with few head blocks costs nothing here, however many there are.
+    // Grouped in the index's order and only then joined to the series for their
+    // organizations (as `rollups::pack_due`'s), so that the database streams the index and
+    // stops at the limit.
     let due = format!(
-        "SELECT s.org_id, b.series_id, (b.start_ts / {WINDOW}) * {WINDOW} AS w FROM telemetry_block b \
-         JOIN telemetry_series s ON s.id = b.series_id WHERE b.sealed = 0 \
-         GROUP BY s.org_id, b.series_id, (b.start_ts / {WINDOW}) * {WINDOW} \
-         HAVING COUNT(*) >= $1 OR MAX(b.start_ts) < $2 LIMIT $3"
+        "SELECT s.org_id, d.series_id, d.w FROM (SELECT b.series_id, (b.start_ts / {WINDOW}) * {WINDOW} AS w \
+         FROM telemetry_block b WHERE b.sealed = 0 \
+         GROUP BY b.series_id, (b.start_ts / {WINDOW}) * {WINDOW} \
+         HAVING COUNT(*) >= $1 OR MAX(b.start_ts) < $2 \
+         ORDER BY b.series_id, (b.start_ts / {WINDOW}) * {WINDOW} LIMIT $3) d \
+         JOIN telemetry_series s ON s.id = d.series_id"
     );
     let binds = vec![OPEN_WINDOW_BLOCKS as i64, closed_before];
     // The blocks are read, merged and compressed outside the write lock (compressing a busy

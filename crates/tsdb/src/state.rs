@@ -62,4 +62,8 @@ pub(crate) struct Shared {
     pub(crate) upgraded: tokio::sync::OnceCell<u64>,
     /// Whether ingest also appends to the edge agent's outbox (`outbox.rs`).
     pub(crate) forward: std::sync::atomic::AtomicBool,
+    /// The background sealer's passes completed, and what they rewrote (windows sealed, spans
+    /// of rollups packed, days compacted), for `/metrics`.
+    pub(crate) sealer_passes: std::sync::atomic::AtomicU64,
+    pub(crate) sealer_rewrites: std::sync::atomic::AtomicU64,
 }

@@ -37,6 +37,8 @@ impl Tsdb {
                 seal_wake: Default::default(),
                 upgraded: Default::default(),
                 forward: Default::default(),
+                sealer_passes: Default::default(),
+                sealer_rewrites: Default::default(),
             }),
             writer: Writer::new(),
         }
@@ -88,6 +90,16 @@ impl Tsdb {
     /// process knows it).
     pub fn log_backlog(&self) -> u64 {
         self.shared.log.backlog()
+    }
+
+    /// The background sealer's completed passes and how much they rewrote in all (windows
+    /// sealed, spans of rollups packed, days compacted), since this process started. A pass that
+    /// ran after ingest stopped and rewrote nothing means the storage is settled: every closed
+    /// window sealed, every closed span packed, every marked day compacted.
+    pub fn sealer_progress(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::{Acquire, Relaxed};
+        let passes = self.shared.sealer_passes.load(Acquire);
+        (passes, self.shared.sealer_rewrites.load(Relaxed))
     }
 
     /// Merges the head blocks of every window that is due now (closed, or holding many of them)
