@@ -323,8 +323,8 @@ impl Queries<'_> {
     /// the columns `want`ed only (BI scans): whole blocks until at least `limit` points, then
     /// where it stopped. A scan reads whole series, so many series and blocks a statement
     /// (each statement crosses to the database's thread and back; at most 48 blocks in
-    /// memory on SQLite, 256 on PostgreSQL), and a block wholly in the range is decoded straight into the answer without
-    /// its timestamps unless they are wanted.
+    /// memory on SQLite, 256 on PostgreSQL), and a block wholly in the range is decoded
+    /// straight into the answer without its timestamps unless they are wanted.
     pub async fn columns_of_series(
         &self,
         sqlite: bool,
