@@ -187,7 +187,8 @@ t0, series, points, runs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(
 queries = json.loads(sys.argv[5])
 con = duckdb.connect(":memory:")
 con.execute("PRAGMA threads=2")
-# No progress bar: past 2 s (the load, on a slow machine) DuckDB draws one on stdout, before the JSON.
+# No progress bar: past 2 s (the load, on a slow machine) DuckDB draws one on stdout,
+# before the JSON.
 con.execute("PRAGMA disable_progress_bar")
 started = time.perf_counter()
 con.execute(f"""CREATE TABLE t AS SELECT TIMESTAMP '{t0}' + to_minutes(i) AS timestamp,
