@@ -15,6 +15,9 @@ pub(crate) struct Database {
     /// other connection writing in between).
     writer: Option<AnyPool>,
     pub(crate) backend: Backend,
+    /// PostgreSQL: a pool of PostgreSQL's own driver for bulk reads of binary rows (telemetry
+    /// blocks), which the generic pool copies value by value into its own rows.
+    pub(crate) bulk: Option<sqlx::PgPool>,
     write_gate: std::sync::Arc<tokio::sync::Mutex<()>>,
     /// SQLite: the write connection was left at synchronous=NORMAL by a transaction that
     /// could be done again ([`Database::begin_write_unsynced`]); the next durable one restores
@@ -48,10 +51,16 @@ impl std::ops::DerefMut for WriteTx {
 }
 
 impl Database {
-    pub(crate) fn new(pool: AnyPool, writer: Option<AnyPool>, backend: Backend) -> Self {
+    pub(crate) fn new(
+        pool: AnyPool,
+        writer: Option<AnyPool>,
+        bulk: Option<sqlx::PgPool>,
+        backend: Backend,
+    ) -> Self {
         Self {
             pool,
             writer,
+            bulk,
             backend,
             write_gate: Default::default(),
             unsynced: Default::default(),
@@ -66,6 +75,9 @@ impl Database {
     pub(crate) async fn close(&self) {
         if let Some(writer) = &self.writer {
             writer.close().await;
+        }
+        if let Some(bulk) = &self.bulk {
+            bulk.close().await;
         }
         self.pool.close().await;
     }

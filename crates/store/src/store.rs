@@ -75,8 +75,18 @@ impl Store {
             Backend::Sqlite => Some(sqlite_pool(&sqlite_url, 1, WRITE_CACHE_KIB).await?),
             Backend::Postgres => None,
         };
+        // On PostgreSQL, bulk reads use the driver's own rows: connected when first used.
+        let bulk = match backend {
+            Backend::Sqlite => None,
+            Backend::Postgres => Some(
+                sqlx::postgres::PgPoolOptions::new()
+                    .acquire_timeout(Duration::from_secs(10))
+                    .max_connections(8)
+                    .connect_lazy(url)?,
+            ),
+        };
         Ok(Self {
-            db: Database::new(pool, writer, backend),
+            db: Database::new(pool, writer, bulk, backend),
             data_source_cache: cache,
             audit_writer: Default::default(),
             heartbeat_writer: Default::default(),
@@ -90,6 +100,12 @@ impl Store {
 
     pub fn pool(&self) -> &sqlx::AnyPool {
         &self.db.pool
+    }
+
+    /// On PostgreSQL, a pool of its own driver for bulk reads of binary rows (the generic
+    /// pool's rows copy every value once more; telemetry scans read blocks through this one).
+    pub fn postgres_pool(&self) -> Option<&sqlx::PgPool> {
+        self.db.bulk.as_ref()
     }
 
     /// Waits for the write gate (SQLite only); hold the guard for the duration of a write

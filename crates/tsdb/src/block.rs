@@ -59,6 +59,19 @@ impl Columns {
         self.ts.len()
     }
 
+    /// Room for `n` more points in the columns `want`ed.
+    pub(crate) fn reserve(&mut self, want: PointFields, n: usize) {
+        if want.timestamps {
+            self.ts.reserve(n);
+        }
+        if want.values {
+            self.values.reserve(n);
+        }
+        if want.quality {
+            self.quality.reserve(n);
+        }
+    }
+
     pub(crate) fn push(&mut self, ts: i64, value: f64, quality: i16) {
         self.ts.push(ts);
         self.values.push(value);

@@ -6,6 +6,7 @@
 //! overlap in time (`start_ts..=end_ts`), so the block holding a timestamp is found by one index
 //! range on `(series_id, start_ts)` starting at the timestamp's day ([`reach_of`]).
 
+use sqlx::pool::PoolConnection;
 use sqlx::{AnyConnection, Row};
 use std::collections::HashMap;
 
@@ -154,35 +155,17 @@ pub(crate) async fn following_of(
     limit: i64,
     resume: Option<i64>,
 ) -> Result<Vec<(i64, StoredBlock)>> {
-    debug_assert!(ids.is_sorted(), "series ids ascending");
-    // Each part: its series and the time after which their blocks are read.
-    let parts: Vec<(&[i64], i64)> = match resume {
-        Some(r) if ids.len() > 1 => vec![(&ids[..1], r), (&ids[1..], after)],
-        Some(r) => vec![(ids, r)],
-        None => vec![(ids, after)],
-    };
-    // $1 end, $2 limit, then each part's series, reach and time.
+    let parts = parts_of(ids, after, resume);
+    // Each part's series as a list of placeholders.
     let mut next = 3;
-    let selects: Vec<String> = parts
-        .iter()
-        .map(|(ids, _)| {
-            let list = (next..next + ids.len())
-                .map(|i| placeholder(false, i))
-                .collect::<Vec<_>>()
-                .join(", ");
-            // The numbers of this part's reach and time, after its series.
-            let (reach_n, after_n) = (next + ids.len(), next + ids.len() + 1);
-            next = after_n + 1;
-            format!(
-                "SELECT series_id, {COLUMNS} FROM telemetry_block WHERE series_id IN ({list}) \
-                 AND start_ts >= ${reach_n} AND start_ts < $1 AND end_ts > ${after_n}"
-            )
-        })
-        .collect();
-    let sql = format!(
-        "{} ORDER BY series_id, start_ts LIMIT $2",
-        selects.join(" UNION ALL ")
-    );
+    let sql = following_sql(&parts, |ids| {
+        let list = (next..next + ids.len())
+            .map(|i| placeholder(false, i))
+            .collect::<Vec<_>>()
+            .join(", ");
+        next += ids.len() + 2;
+        (format!("IN ({list})"), next - 2)
+    });
     let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(end).bind(limit);
     for (ids, after) in parts {
         for id in ids {
@@ -194,6 +177,146 @@ pub(crate) async fn following_of(
     rows.iter()
         .map(|r| Ok((r.try_get("series_id")?, stored(r)?)))
         .collect()
+}
+
+/// Each part of a read of many series: its series and the time after which their blocks are
+/// read (the first series alone when a page ended inside it).
+fn parts_of(ids: &[i64], after: i64, resume: Option<i64>) -> Vec<(&[i64], i64)> {
+    debug_assert!(ids.is_sorted(), "series ids ascending");
+    match resume {
+        Some(r) if ids.len() > 1 => vec![(&ids[..1], r), (&ids[1..], after)],
+        Some(r) => vec![(ids, r)],
+        None => vec![(ids, after)],
+    }
+}
+
+/// The statement of [`following_of`]: `$1` the end, `$2` the limit, then each part's series
+/// (`series` gives the condition on `series_id` and the number of the part's first parameter
+/// after its series), its reach and its time.
+fn following_sql(
+    parts: &[(&[i64], i64)],
+    mut series: impl FnMut(&[i64]) -> (String, usize),
+) -> String {
+    let selects: Vec<String> = parts
+        .iter()
+        .map(|(ids, _)| {
+            let (condition, reach_n) = series(ids);
+            let after_n = reach_n + 1;
+            format!(
+                "SELECT series_id, {COLUMNS} FROM telemetry_block WHERE series_id {condition} \
+                 AND start_ts >= ${reach_n} AND start_ts < $1 AND end_ts > ${after_n}"
+            )
+        })
+        .collect();
+    format!(
+        "{} ORDER BY series_id, start_ts LIMIT $2",
+        selects.join(" UNION ALL ")
+    )
+}
+
+/// Where a bulk read of blocks runs: PostgreSQL's own driver where the store has it (its rows
+/// are read in place, not copied value by value into the generic driver's), else the store's
+/// pool.
+pub(crate) enum BulkConnection {
+    Any(PoolConnection<sqlx::Any>),
+    Postgres(PoolConnection<sqlx::Postgres>),
+}
+
+impl BulkConnection {
+    pub(crate) async fn acquire(
+        pool: &sqlx::AnyPool,
+        postgres: Option<&sqlx::PgPool>,
+    ) -> Result<Self> {
+        Ok(match postgres {
+            Some(p) => Self::Postgres(p.acquire().await?),
+            None => Self::Any(pool.acquire().await?),
+        })
+    }
+
+    /// [`following_of`] on this connection (on PostgreSQL each part's series bound as one
+    /// array: one statement text whatever their number).
+    pub(crate) async fn following_of(
+        &mut self,
+        ids: &[i64],
+        after: i64,
+        end: i64,
+        limit: i64,
+        resume: Option<i64>,
+    ) -> Result<BlockPage> {
+        let conn = match self {
+            Self::Any(conn) => {
+                return Ok(BlockPage::Any(
+                    following_of(conn, ids, after, end, limit, resume).await?,
+                ));
+            }
+            Self::Postgres(conn) => conn,
+        };
+        let parts = parts_of(ids, after, resume);
+        let mut next = 3;
+        let sql = following_sql(&parts, |_| {
+            next += 3;
+            (format!("= ANY(${})", next - 3), next - 2)
+        });
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(end).bind(limit);
+        for (ids, after) in parts {
+            q = q
+                .bind(ids)
+                .bind(reach_of(after.saturating_add(1)))
+                .bind(after);
+        }
+        Ok(BlockPage::Postgres(q.fetch_all(&mut **conn).await?))
+    }
+}
+
+/// The blocks a bulk read answered, as its rows.
+pub(crate) enum BlockPage {
+    Any(Vec<(i64, StoredBlock)>),
+    Postgres(Vec<sqlx::postgres::PgRow>),
+}
+
+/// A block of a [`BlockPage`]: its series, time span, point count and encoded points.
+pub(crate) struct BlockRef<'a> {
+    pub series: i64,
+    pub start: i64,
+    pub end: i64,
+    pub count: i64,
+    pub data: &'a [u8],
+}
+
+impl BlockPage {
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Self::Any(rows) => rows.len(),
+            Self::Postgres(rows) => rows.len(),
+        }
+    }
+
+    /// The `i`th block (`i < len()`).
+    pub(crate) fn get(&self, i: usize) -> Result<BlockRef<'_>> {
+        Ok(match self {
+            Self::Any(rows) => {
+                let (series, b) = &rows[i];
+                BlockRef {
+                    series: *series,
+                    start: b.start,
+                    end: b.end,
+                    count: b.count,
+                    data: &b.data,
+                }
+            }
+            // By position: series_id, then COLUMNS.
+            Self::Postgres(rows) => {
+                let r = &rows[i];
+                BlockRef {
+                    series: r.try_get(0)?,
+                    start: r.try_get(1)?,
+                    end: r.try_get(2)?,
+                    count: r.try_get(3)?,
+                    data: r.try_get(5)?,
+                }
+            }
+        })
+    }
 }
 
 /// The points of `series` with `lo <= ts < hi`, by time (the whole range in memory: for edges

@@ -173,8 +173,31 @@ impl Cursor<'_> {
     }
 }
 
-/// Queries over a pool (the telemetry tables of either backend).
-pub(crate) struct Queries<'a>(pub(crate) &'a sqlx::AnyPool);
+/// Queries over a pool (the telemetry tables of either backend), and on PostgreSQL the pool
+/// of its own driver for bulk reads of blocks.
+pub(crate) struct Queries<'a>(
+    pub(crate) &'a sqlx::AnyPool,
+    pub(crate) Option<&'a sqlx::PgPool>,
+);
+
+impl<'a> Queries<'a> {
+    pub(crate) fn of(store: &'a plantd_store::Store) -> Self {
+        Self(store.pool(), store.postgres_pool())
+    }
+}
+
+/// Points a page of blocks adds to a read that wants `wanted` more: all of its blocks', or as
+/// far as the block that reaches `wanted` (the columns grow once a page, not by doubling).
+fn page_points(page: &blocks::BlockPage, wanted: usize) -> Result<usize> {
+    let mut points = 0usize;
+    for i in 0..page.len() {
+        if points >= wanted {
+            break;
+        }
+        points += page.get(i)?.count.max(0) as usize;
+    }
+    Ok(points)
+}
 
 impl Queries<'_> {
     /// Raw points, ordered by time, then asset and tag: the series' points merged by time, a
@@ -359,23 +382,26 @@ impl Queries<'_> {
         let mut per_read = ids_per_read;
         let mut out = SeriesPoints::default();
         let mut into = Columns::default();
-        let mut conn = self.0.acquire().await?;
+        let mut conn = blocks::BulkConnection::acquire(self.0, self.1).await?;
         // The first series not read whole (its place in `ids`), and its last block's end when
         // a page of blocks ended inside it.
         let (mut next, mut resume) = (0usize, None);
         while next < ids.len() {
             // A series a page ended inside goes on in the same statement as those after it.
             let group = &ids[next..ids.len().min(next + per_read)];
-            let read =
-                blocks::following_of(&mut conn, group, after, end, blocks_per_read, resume).await?;
-            for (id, b) in &read {
+            let read = conn
+                .following_of(group, after, end, blocks_per_read, resume)
+                .await?;
+            into.reserve(want, page_points(&read, limit - out.points)?);
+            for i in 0..read.len() {
+                let b = read.get(i)?;
                 let n = if after < b.start && b.end < end {
-                    block::decode_into(&b.data, want, &mut into)?
+                    block::decode_into(b.data, want, &mut into)?
                 } else {
                     // Partly in the range: its timestamps say which points.
                     let mut c = Columns::default();
                     block::decode_into(
-                        &b.data,
+                        b.data,
                         PointFields {
                             timestamps: true,
                             ..want
@@ -392,21 +418,28 @@ impl Queries<'_> {
                     to - from
                 };
                 match out.runs.last_mut() {
-                    Some((last, count)) if last == id => *count += n,
-                    _ if n > 0 => out.runs.push((*id, n)),
+                    Some((last, count)) if *last == b.series => *count += n,
+                    _ if n > 0 => out.runs.push((b.series, n)),
                     _ => {}
                 }
                 out.points += n;
                 if out.points >= limit {
-                    out.stopped = Some((*id, b.end));
+                    out.stopped = Some((b.series, b.end));
                     return Ok(out.with(into));
                 }
             }
             blocks_read += read.len();
-            match read.last() {
+            let last = match read.len() {
+                0 => None,
+                n => Some(read.get(n - 1)?),
+            };
+            match last {
                 // A full page: the series before its last block's are whole; that one goes on.
-                Some((id, last)) if read.len() as i64 == blocks_per_read => {
-                    let whole = ids[next..].iter().position(|x| x == id).unwrap_or_default();
+                Some(last) if read.len() as i64 == blocks_per_read => {
+                    let whole = ids[next..]
+                        .iter()
+                        .position(|x| *x == last.series)
+                        .unwrap_or_default();
                     next += whole;
                     per_read = if whole == 0 {
                         1

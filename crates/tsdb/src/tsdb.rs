@@ -160,7 +160,7 @@ impl Tsdb {
         page: Page,
     ) -> Result<Paged<RawRow>> {
         self.ready_to_read().await?;
-        Queries(self.shared.store.pool())
+        Queries::of(&self.shared.store)
             .query_raw(org_id, f, page)
             .await
     }
@@ -176,7 +176,7 @@ impl Tsdb {
         page: Page,
     ) -> Result<Paged<AggregatedRow>> {
         self.ready_to_read().await?;
-        Queries(self.shared.store.pool())
+        Queries::of(&self.shared.store)
             .query_aggregated(org_id, f, agg, bucket_ms, page)
             .await
     }
@@ -190,7 +190,7 @@ impl Tsdb {
         bucket_ms: Option<i64>,
     ) -> Result<Vec<Bucket>> {
         self.ready_to_read().await?;
-        Queries(self.shared.store.pool())
+        Queries::of(&self.shared.store)
             .query_buckets(org_id, f, bucket_ms)
             .await
     }
@@ -203,7 +203,7 @@ impl Tsdb {
         tags: &[String],
     ) -> Result<Vec<(i64, String, String)>> {
         self.ready_to_read().await?;
-        Queries(self.shared.store.pool())
+        Queries::of(&self.shared.store)
             .series_of(org_id, f, tags)
             .await
     }
@@ -219,7 +219,7 @@ impl Tsdb {
         limit: i64,
     ) -> Result<Vec<(i64, f64, Quality)>> {
         self.upgrade().await?;
-        Queries(self.shared.store.pool())
+        Queries::of(&self.shared.store)
             .raw_of_series(series_id, after, end, limit)
             .await
     }
@@ -237,7 +237,7 @@ impl Tsdb {
     ) -> Result<crate::SeriesPoints> {
         self.upgrade().await?;
         let sqlite = self.shared.store.backend() == plantd_store::Backend::Sqlite;
-        Queries(self.shared.store.pool())
+        Queries::of(&self.shared.store)
             .columns_of_series(sqlite, ids, range, limit, want)
             .await
     }
@@ -245,7 +245,7 @@ impl Tsdb {
     /// The assets of an organization with their tags, by name (every series ever stored).
     pub async fn assets(&self, org_id: &str) -> Result<Vec<(String, Vec<String>)>> {
         self.upgrade().await?;
-        Queries(self.shared.store.pool()).assets(org_id).await
+        Queries::of(&self.shared.store).assets(org_id).await
     }
 
     /// The latest value of each tag of an asset (only `tags` when given), by tag name.
@@ -294,7 +294,7 @@ impl Tsdb {
         data_source_id: &str,
     ) -> Result<Vec<(String, String)>> {
         self.upgrade().await?;
-        Queries(self.shared.store.pool())
+        Queries::of(&self.shared.store)
             .series_of_source(org_id, data_source_id)
             .await
     }
@@ -306,9 +306,7 @@ impl Tsdb {
         org_id: &str,
     ) -> Result<Vec<(String, String, Option<String>)>> {
         self.upgrade().await?;
-        Queries(self.shared.store.pool())
-            .series_sources(org_id)
-            .await
+        Queries::of(&self.shared.store).series_sources(org_id).await
     }
 
     /// The data source each tag of an asset is linked to (`None`: points that came through
@@ -319,7 +317,7 @@ impl Tsdb {
         asset_id: &str,
     ) -> Result<std::collections::HashMap<String, Option<String>>> {
         self.upgrade().await?;
-        Queries(self.shared.store.pool())
+        Queries::of(&self.shared.store)
             .tag_sources(org_id, asset_id)
             .await
     }
