@@ -291,6 +291,24 @@ impl BlockPage {
         }
     }
 
+    pub(crate) fn last(&self) -> Result<Option<BlockRef<'_>>> {
+        self.len().checked_sub(1).map(|i| self.get(i)).transpose()
+    }
+
+    /// Points the page adds to a read that wants `wanted` more: all of its blocks', or as far
+    /// as the block that reaches `wanted` (a reader's columns then grow once a page, not by
+    /// doubling).
+    pub(crate) fn points_until(&self, wanted: usize) -> Result<usize> {
+        let mut points = 0usize;
+        for i in 0..self.len() {
+            if points >= wanted {
+                break;
+            }
+            points += self.get(i)?.count.max(0) as usize;
+        }
+        Ok(points)
+    }
+
     /// The `i`th block (`i < len()`).
     pub(crate) fn get(&self, i: usize) -> Result<BlockRef<'_>> {
         Ok(match self {

@@ -186,19 +186,6 @@ impl<'a> Queries<'a> {
     }
 }
 
-/// Points a page of blocks adds to a read that wants `wanted` more: all of its blocks', or as
-/// far as the block that reaches `wanted` (the columns grow once a page, not by doubling).
-fn page_points(page: &blocks::BlockPage, wanted: usize) -> Result<usize> {
-    let mut points = 0usize;
-    for i in 0..page.len() {
-        if points >= wanted {
-            break;
-        }
-        points += page.get(i)?.count.max(0) as usize;
-    }
-    Ok(points)
-}
-
 impl Queries<'_> {
     /// Raw points, ordered by time, then asset and tag: the series' points merged by time, a
     /// few blocks of each at a time.
@@ -392,7 +379,7 @@ impl Queries<'_> {
             let read = conn
                 .following_of(group, after, end, blocks_per_read, resume)
                 .await?;
-            into.reserve(want, page_points(&read, limit - out.points)?);
+            into.reserve(want, read.points_until(limit - out.points)?);
             for i in 0..read.len() {
                 let b = read.get(i)?;
                 let n = if after < b.start && b.end < end {
@@ -429,11 +416,7 @@ impl Queries<'_> {
                 }
             }
             blocks_read += read.len();
-            let last = match read.len() {
-                0 => None,
-                n => Some(read.get(n - 1)?),
-            };
-            match last {
+            match read.last()? {
                 // A full page: the series before its last block's are whole; that one goes on.
                 Some(last) if read.len() as i64 == blocks_per_read => {
                     let whole = ids[next..]
