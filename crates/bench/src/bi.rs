@@ -5,6 +5,8 @@
 //! day, (b) a full scan with a filter on value, (c) a GROUP BY asset over a week (plantd from
 //! its hourly rollups, DuckDB from the raw points, the same numbers). p50 of 5 runs each, the
 //! server otherwise idle; DuckDB runs after the server has stopped, on the same 2 threads.
+//! With `PLANTD_BENCH_PAUSE_FILE=path`, the queries wait, once storage has settled, until that
+//! file exists: time to look at the database (the line it prints names it) before they run.
 
 use anyhow::{Result, bail};
 use serde_json::{Value, json};
@@ -142,6 +144,13 @@ async fn plantd(o: &Options, url: Option<&str>, t0: i64) -> Result<(Vec<(f64, Va
     );
     // A mark for a profiler attached to the server (the idle wait before it takes minutes).
     println!("queries start (server pid {})", server.child.id());
+    if let Ok(f) = std::env::var("PLANTD_BENCH_PAUSE_FILE") {
+        let db = url.unwrap_or("SQLite, in the server's data directory");
+        println!("waiting for {f} to exist (database: {db})");
+        while !std::path::Path::new(&f).exists() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
     let mut sender = connect(&server.addr).await?;
     let mut out = Vec::new();
     for (_, sql, _) in queries(t0) {
