@@ -284,57 +284,47 @@ pub(crate) struct BlockRef<'a> {
 }
 
 impl BlockPage {
-    pub(crate) fn len(&self) -> usize {
+    /// Its blocks, in order, each row's columns read once.
+    pub(crate) fn blocks(&self) -> Result<Vec<BlockRef<'_>>> {
         match self {
-            Self::Any(rows) => rows.len(),
-            Self::Postgres(rows) => rows.len(),
-        }
-    }
-
-    pub(crate) fn last(&self) -> Result<Option<BlockRef<'_>>> {
-        self.len().checked_sub(1).map(|i| self.get(i)).transpose()
-    }
-
-    /// Points the page adds to a read that wants `wanted` more: all of its blocks', or as far
-    /// as the block that reaches `wanted` (a reader's columns then grow once a page, not by
-    /// doubling).
-    pub(crate) fn points_until(&self, wanted: usize) -> Result<usize> {
-        let mut points = 0usize;
-        for i in 0..self.len() {
-            if points >= wanted {
-                break;
-            }
-            points += self.get(i)?.count.max(0) as usize;
-        }
-        Ok(points)
-    }
-
-    /// The `i`th block (`i < len()`).
-    pub(crate) fn get(&self, i: usize) -> Result<BlockRef<'_>> {
-        Ok(match self {
-            Self::Any(rows) => {
-                let (series, b) = &rows[i];
-                BlockRef {
+            Self::Any(rows) => Ok(rows
+                .iter()
+                .map(|(series, b)| BlockRef {
                     series: *series,
                     start: b.start,
                     end: b.end,
                     count: b.count,
                     data: &b.data,
-                }
-            }
+                })
+                .collect()),
             // By position: series_id, then COLUMNS.
-            Self::Postgres(rows) => {
-                let r = &rows[i];
-                BlockRef {
-                    series: r.try_get(0)?,
-                    start: r.try_get(1)?,
-                    end: r.try_get(2)?,
-                    count: r.try_get(3)?,
-                    data: r.try_get(5)?,
-                }
-            }
-        })
+            Self::Postgres(rows) => rows
+                .iter()
+                .map(|r| {
+                    Ok(BlockRef {
+                        series: r.try_get(0)?,
+                        start: r.try_get(1)?,
+                        end: r.try_get(2)?,
+                        count: r.try_get(3)?,
+                        data: r.try_get(5)?,
+                    })
+                })
+                .collect(),
+        }
     }
+}
+
+/// Points `blocks` add to a read that wants `wanted` more: all of theirs, or as far as the block
+/// that reaches `wanted` (a reader's columns then grow once a page, not by doubling).
+pub(crate) fn points_until(blocks: &[BlockRef<'_>], wanted: usize) -> usize {
+    let mut points = 0usize;
+    for b in blocks {
+        if points >= wanted {
+            break;
+        }
+        points += b.count.max(0) as usize;
+    }
+    points
 }
 
 /// The points of `series` with `lo <= ts < hi`, by time (the whole range in memory: for edges

@@ -376,12 +376,12 @@ impl Queries<'_> {
         while next < ids.len() {
             // A series a page ended inside goes on in the same statement as those after it.
             let group = &ids[next..ids.len().min(next + per_read)];
-            let read = conn
+            let page = conn
                 .following_of(group, after, end, blocks_per_read, resume)
                 .await?;
-            into.reserve(want, read.points_until(limit - out.points)?);
-            for i in 0..read.len() {
-                let b = read.get(i)?;
+            let read = page.blocks()?;
+            into.reserve(want, blocks::points_until(&read, limit - out.points));
+            for b in &read {
                 let n = if after < b.start && b.end < end {
                     block::decode_into(b.data, want, &mut into)?
                 } else {
@@ -416,7 +416,7 @@ impl Queries<'_> {
                 }
             }
             blocks_read += read.len();
-            match read.last()? {
+            match read.last() {
                 // A full page: the series before its last block's are whole; that one goes on.
                 Some(last) if read.len() as i64 == blocks_per_read => {
                     let whole = ids[next..]
