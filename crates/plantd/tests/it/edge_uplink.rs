@@ -392,9 +392,12 @@ async fn an_agent_fails_over_to_the_region_that_took_its_organization() {
     .await;
 
     // us-east is lost; the operator fails the organization over to eu-west.
+    // From `down` on, no point of the agent can reach us-east: its MQTT channel is gone. (Taken
+    // before the rest of us-east stops: that takes long enough for the agent to have moved
+    // already, and a window starting after the move would miss the points it kept meanwhile.)
     east_mqtt.stop().await;
-    east.stop().await;
     let down = Timestamp::now().millis();
+    east.stop().await;
     plantd_app::operator::fail_over(&west.store, &org, "eu-west")
         .await
         .unwrap();
@@ -412,8 +415,12 @@ async fn an_agent_fails_over_to_the_region_that_took_its_organization() {
             .contains("3 failed health checks"),
         "{f}"
     );
-    // What the agent stored from the loss on reaches eu-west, every point.
-    let until = Timestamp::now().millis() - 2_000;
+    // What the agent stored from the loss on reaches eu-west, every point: a window of at least
+    // 5 s after the loss, over once the agent has stored it (the demo stores its tags every second).
+    let until = (Timestamp::now().millis() - 2_000).max(down + 5_000);
+    while Timestamp::now().millis() < until + 2_000 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     wait_for("the kept points in eu-west", 60, || async {
         let pending = forwarding(&base, &ek).await["pending_points"]
             .as_u64()
