@@ -79,7 +79,7 @@ pub struct EdgeSettings {
     /// How the agent updates itself (`plantd edge`); none inside `plantd up`.
     pub update: Option<crate::update_files::SelfUpdateSettings>,
     /// Points the telemetry log's flush reads at once, and points it may hold before ingest
-    /// waits for the flusher: smaller than a cloud's (6,000,000 and 12,000,000) so that a
+    /// waits for the flusher: smaller than a cloud's (12,000,000 and 24,000,000) so that a
     /// backlog taken at once (a backfill) keeps the agent in the Hub Pro's 256 MiB.
     pub flush_points: u64,
     pub max_log_backlog: u64,

@@ -199,9 +199,9 @@ pub(crate) async fn backlog(pool: &sqlx::AnyPool) -> Result<(u64, i64)> {
 }
 
 /// Points one flush reads from the log at most.
-pub(crate) const FLUSH_POINTS: usize = 6_000_000;
+pub(crate) const FLUSH_POINTS: usize = 12_000_000;
 /// Points the log may hold before ingest waits for the flusher.
-pub(crate) const MAX_BACKLOG: u64 = 12_000_000;
+pub(crate) const MAX_BACKLOG: u64 = 24_000_000;
 
 /// What this process knows of the log.
 pub(crate) struct LogState {
