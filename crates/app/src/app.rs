@@ -67,6 +67,10 @@ struct Inner {
     started_at: Timestamp,
 }
 
+/// The scans' cache of decoded columns on an edge agent unless configured (the Hub Pro has
+/// 256 MiB in all).
+const EDGE_SCAN_CACHE_BYTES: usize = 16 << 20;
+
 impl App {
     pub fn new(store: Store, config: AppConfig) -> Self {
         let password_threads = config.password_checks_at_once;
@@ -74,6 +78,10 @@ impl App {
         if let Some(edge) = &config.edge {
             tsdb.set_log_limits(edge.flush_points, edge.max_log_backlog);
         }
+        tsdb.set_scan_cache(config.scan_cache_bytes.unwrap_or(match config.edge {
+            Some(_) => EDGE_SCAN_CACHE_BYTES,
+            None => plantd_tsdb::SCAN_CACHE_BYTES,
+        }));
         Self {
             inner: Arc::new(Inner {
                 tsdb,

@@ -18,6 +18,10 @@ pub struct AppConfig {
     pub retention: plantd_tsdb::Retention,
     /// How often the retention job runs.
     pub retention_interval: Duration,
+    /// Bytes of decoded telemetry columns kept for BI scans that read the same blocks again
+    /// (`[telemetry] scan_cache_mb`; 0: off). `None`: 256 MiB on a server, 16 MiB on an edge
+    /// agent.
+    pub scan_cache_bytes: Option<usize>,
     /// Where OPC UA connectors keep their key pair and the servers' certificates.
     pub connectors_pki_dir: std::path::PathBuf,
     /// The SMTP relay for alert emails (`[smtp]`); without it email notifications fail with a
@@ -132,6 +136,7 @@ impl Default for AppConfig {
             usage_flush_interval: Duration::from_secs(5),
             retention: plantd_tsdb::Retention::default(),
             retention_interval: Duration::from_secs(3600),
+            scan_cache_bytes: None,
             connectors_pki_dir: std::env::temp_dir().join("plantd-pki-connectors"),
             smtp: None,
             public_url: None,

@@ -20,7 +20,7 @@ const BUCKETS: [f64; 14] = [
 static RECORDER: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
 /// Every metric: name, kind and what it counts (its `# HELP`).
-const METRICS: [(&str, Kind, &str); 22] = [
+const METRICS: [(&str, Kind, &str); 25] = [
     (
         "plantd_http_requests_total",
         Kind::Counter,
@@ -70,6 +70,21 @@ const METRICS: [(&str, Kind, &str); 22] = [
         "plantd_telemetry_sealer_rewrites_total",
         Kind::Counter,
         "What the sealer's passes rewrote: windows sealed, spans of rollups packed, days compacted",
+    ),
+    (
+        "plantd_telemetry_scan_cache_bytes",
+        Kind::Gauge,
+        "Bytes of decoded telemetry columns kept for BI scans",
+    ),
+    (
+        "plantd_telemetry_scan_cache_hits_total",
+        Kind::Counter,
+        "Columns of compressed blocks BI scans took from memory instead of decoding",
+    ),
+    (
+        "plantd_telemetry_scan_cache_misses_total",
+        Kind::Counter,
+        "Columns of compressed blocks BI scans decoded (the cache on)",
     ),
     (
         "plantd_alert_outbox_events",
@@ -179,6 +194,10 @@ impl App {
         let (passes, rewrites) = self.tsdb().sealer_progress();
         metrics::counter!("plantd_telemetry_sealer_passes_total").absolute(passes);
         metrics::counter!("plantd_telemetry_sealer_rewrites_total").absolute(rewrites);
+        let cache = self.tsdb().scan_cache_stats();
+        metrics::gauge!("plantd_telemetry_scan_cache_bytes").set(cache.bytes as f64);
+        metrics::counter!("plantd_telemetry_scan_cache_hits_total").absolute(cache.hits);
+        metrics::counter!("plantd_telemetry_scan_cache_misses_total").absolute(cache.misses);
         metrics::gauge!("plantd_alert_outbox_events").set(store.outbox_depth().await? as f64);
         let (webhooks, notifications) = store.pending_deliveries().await?;
         metrics::gauge!("plantd_deliveries_pending", "kind" => "webhook").set(webhooks as f64);

@@ -452,6 +452,8 @@ impl MqttArgs {
 pub struct TelemetryConfig {
     pub retention: Option<plantd_tsdb::Retention>,
     pub retention_interval_secs: Option<u64>,
+    /// MiB of decoded columns kept for BI scans (0: off).
+    pub scan_cache_mb: Option<usize>,
 }
 
 impl FileConfig {
@@ -636,6 +638,10 @@ impl ServeConfig {
             usage_flush_interval: Duration::from_secs(5),
             retention,
             retention_interval,
+            scan_cache_bytes: match telemetry.scan_cache_mb {
+                Some(mb) if mb > 65_536 => bail!("telemetry.scan_cache_mb must be at most 65536"),
+                mb => mb.map(|mb| mb << 20),
+            },
             connectors_pki_dir: storage.data_dir.join("pki-connectors"),
             ota_dir: std::env::var_os("PLANTD_OTA_DIR")
                 .filter(|d| !d.is_empty())

@@ -204,6 +204,17 @@ impl PointFields {
 /// Appends the `want`ed columns of a block's points to `out` (the others untouched), decoded
 /// straight into place; answers how many points the block holds.
 pub(crate) fn decode_into(bytes: &[u8], want: PointFields, out: &mut Columns) -> Result<usize> {
+    decode_kept(bytes, want, out, None)
+}
+
+/// [`decode_into`], the compressed timestamps and values taken from `kept` when it holds them
+/// (and kept there when decoded).
+pub(crate) fn decode_kept(
+    bytes: &[u8],
+    want: PointFields,
+    out: &mut Columns,
+    kept: Option<&crate::decoded::Decoded>,
+) -> Result<usize> {
     let mut r = Reader(bytes);
     let tag = r.take(1)?[0];
     let n = r.u32()? as usize;
@@ -234,11 +245,23 @@ pub(crate) fn decode_into(bytes: &[u8], want: PointFields, out: &mut Columns) ->
         }
         PCO => {
             let (ts, values) = (r.part()?, r.part()?);
-            if want.timestamps {
-                decompress_onto(ts, n, &mut out.ts)?;
-            }
-            if want.values {
-                decompress_onto(values, n, &mut out.values)?;
+            match kept {
+                Some(k) => {
+                    if want.timestamps {
+                        k.column(ts, n, &mut out.ts, decompress_onto)?;
+                    }
+                    if want.values {
+                        k.column(values, n, &mut out.values, decompress_onto)?;
+                    }
+                }
+                None => {
+                    if want.timestamps {
+                        decompress_onto(ts, n, &mut out.ts)?;
+                    }
+                    if want.values {
+                        decompress_onto(values, n, &mut out.values)?;
+                    }
+                }
             }
             if want.quality {
                 if r.0.is_empty() {

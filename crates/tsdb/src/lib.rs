@@ -8,6 +8,7 @@
 mod block;
 mod blocks;
 mod compact;
+mod decoded;
 mod error;
 mod flush;
 mod ingest;
@@ -28,6 +29,7 @@ mod tsdb;
 mod upgrade;
 
 pub use block::PointFields;
+pub use decoded::{SCAN_CACHE_BYTES, ScanCacheStats};
 pub use error::{Result, TsdbError};
 pub use latest::LatestValue;
 pub use levels::{BucketStats, DAY, HOUR, MINUTE};

@@ -341,7 +341,7 @@ impl Queries<'_> {
         ids: &[i64],
         (after, end): (i64, i64),
         limit: usize,
-        want: PointFields,
+        (want, kept): (PointFields, &crate::decoded::Decoded),
     ) -> Result<SeriesPoints> {
         // Blocks a statement. SQLite: fewer than the 50 rows of the channel through which
         // sqlx's SQLite thread hands rows over, so that thread never waits for the reader
@@ -383,18 +383,15 @@ impl Queries<'_> {
             into.reserve(want, blocks::points_until(&read, limit - out.points));
             for b in &read {
                 let n = if after < b.start && b.end < end {
-                    block::decode_into(b.data, want, &mut into)?
+                    block::decode_kept(b.data, want, &mut into, Some(kept))?
                 } else {
                     // Partly in the range: its timestamps say which points.
                     let mut c = Columns::default();
-                    block::decode_into(
-                        b.data,
-                        PointFields {
-                            timestamps: true,
-                            ..want
-                        },
-                        &mut c,
-                    )?;
+                    let want_ts = PointFields {
+                        timestamps: true,
+                        ..want
+                    };
+                    block::decode_kept(b.data, want_ts, &mut c, Some(kept))?;
                     let from = c.ts.partition_point(|t| *t <= after);
                     let to = c.ts.partition_point(|t| *t < end).max(from);
                     if want.timestamps {

@@ -66,4 +66,6 @@ pub(crate) struct Shared {
     /// of rollups packed, days compacted), for `/metrics`.
     pub(crate) sealer_passes: std::sync::atomic::AtomicU64,
     pub(crate) sealer_rewrites: std::sync::atomic::AtomicU64,
+    /// Decoded columns of compressed blocks that scans read again (`decoded.rs`).
+    pub(crate) decoded: crate::decoded::Decoded,
 }

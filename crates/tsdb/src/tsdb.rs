@@ -39,6 +39,7 @@ impl Tsdb {
                 forward: Default::default(),
                 sealer_passes: Default::default(),
                 sealer_rewrites: Default::default(),
+                decoded: crate::decoded::Decoded::new(crate::SCAN_CACHE_BYTES),
             }),
             writer: Writer::new(),
         }
@@ -78,6 +79,17 @@ impl Tsdb {
     #[doc(hidden)]
     pub fn set_log_limits(&self, flush_points: u64, max_backlog: u64) {
         self.shared.log.set_limits(flush_points, max_backlog);
+    }
+
+    /// Sets the bytes of decoded columns kept for scans that read the same blocks again (BI);
+    /// 0 turns the cache off.
+    pub fn set_scan_cache(&self, bytes: usize) {
+        self.shared.decoded.set_budget(bytes);
+    }
+
+    /// What the scans' cache of decoded columns holds and has done.
+    pub fn scan_cache_stats(&self) -> crate::ScanCacheStats {
+        self.shared.decoded.stats()
     }
 
     /// The flusher's state (tests).
@@ -238,7 +250,7 @@ impl Tsdb {
         self.upgrade().await?;
         let sqlite = self.shared.store.backend() == plantd_store::Backend::Sqlite;
         Queries::of(&self.shared.store)
-            .columns_of_series(sqlite, ids, range, limit, want)
+            .columns_of_series(sqlite, ids, range, limit, (want, &self.shared.decoded))
             .await
     }
 
