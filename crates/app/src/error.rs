@@ -66,6 +66,12 @@ pub enum AppError {
 }
 
 impl AppError {
+    /// A failure of the server's own (the database unreachable, a failed write), not of the
+    /// request: answered 500, and worth trying again.
+    pub fn is_server_fault(&self) -> bool {
+        matches!(self, Self::Store(_) | Self::Tsdb(_) | Self::Internal { .. })
+    }
+
     /// A refusal naming one field.
     pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
         AppError::Invalid(vec![FieldError::new(field, message)])

@@ -20,7 +20,7 @@ const BUCKETS: [f64; 14] = [
 static RECORDER: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
 /// Every metric: name, kind and what it counts (its `# HELP`).
-const METRICS: [(&str, Kind, &str); 25] = [
+const METRICS: [(&str, Kind, &str); 27] = [
     (
         "plantd_http_requests_total",
         Kind::Counter,
@@ -130,6 +130,16 @@ const METRICS: [(&str, Kind, &str); 25] = [
         "plantd_mqtt_messages_dropped_total",
         Kind::Counter,
         "Device messages dropped (malformed or refused), by topic",
+    ),
+    (
+        "plantd_mqtt_messages_retried_total",
+        Kind::Counter,
+        "Device messages handed again after a server fault (not acknowledged meanwhile), by topic",
+    ),
+    (
+        "plantd_mqtt_messages_superseded_total",
+        Kind::Counter,
+        "Device messages not taken after a server fault and left to the device, its connection superseded, by topic",
     ),
     (
         "plantd_mqtt_logins_refused_total",

@@ -3,7 +3,8 @@
 //! own topics, and every message a device publishes handed to the application's use case for
 //! its topic. The hook is awaited before the broker acknowledges (QoS 1 PUBACK), so a telemetry
 //! message is acknowledged only once durable; a refused or malformed one is dropped with a
-//! counted, logged reason, and the channel goes on.
+//! counted, logged reason, and the channel goes on. A server fault (the database unreachable)
+//! is not a refusal: the message is handed again until it is taken (`handle_message`).
 
 use mqtt5::broker::events::{ClientSubscribeEvent, PublishAction};
 use mqtt5::broker::{
@@ -20,24 +21,32 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 use tokio::sync::mpsc;
 
-/// The devices logged in on this node, by device id (which is also their client id).
+/// The devices logged in on this node, by device id (which is also their client id): each
+/// login's session, so that a message of an earlier connection can tell it was superseded.
 #[derive(Clone, Default)]
-pub(crate) struct Sessions(Arc<Mutex<HashMap<String, DeviceSession>>>);
+pub(crate) struct Sessions(Arc<Mutex<HashMap<String, Arc<DeviceSession>>>>);
 
 impl Sessions {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, DeviceSession>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<DeviceSession>>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
-    pub(crate) fn get(&self, device_id: &str) -> Option<DeviceSession> {
+    pub(crate) fn get(&self, device_id: &str) -> Option<Arc<DeviceSession>> {
         self.lock().get(device_id).cloned()
+    }
+    /// Whether `session` is still its device's latest login (not deleted, not logged in again).
+    fn is_current(&self, session: &Arc<DeviceSession>) -> bool {
+        self.lock()
+            .get(&session.device_id)
+            .is_some_and(|s| Arc::ptr_eq(s, session))
     }
     pub(crate) fn ids(&self) -> Vec<String> {
         self.lock().keys().cloned().collect()
     }
     fn insert(&self, s: DeviceSession) {
-        self.lock().insert(s.device_id.clone(), s);
+        self.lock().insert(s.device_id.clone(), Arc::new(s));
     }
     /// Forgets a device (deleted); a device that disconnects stays, as a reconnection of the
     /// same client id may have logged in already.
@@ -151,28 +160,65 @@ pub(crate) struct DeviceEvents {
     pub(crate) deliver: mpsc::UnboundedSender<String>,
 }
 
-/// Hands a device's message to the use case of its topic; a refusal is counted and logged,
-/// never an error of the channel.
+/// How long a message waits before it is handed again after a server fault: the first wait,
+/// doubled each time up to the last.
+pub(crate) const FAULT_WAITS: (Duration, Duration) =
+    (Duration::from_secs(1), Duration::from_secs(30));
+
+/// Hands a device's message to the use case of its topic. A refusal (a malformed message, a
+/// point its organization may not store) is counted and logged and the message dropped: sending
+/// it again would get the same answer; never an error of the channel. A server fault (the
+/// database unreachable, a failed write) is not a refusal: the message is handed again, after
+/// 1 s, then up to 30 s apart, until it is taken, so that it is acknowledged only once taken.
+/// It stops trying when `current` says the connection it came on was superseded (the device
+/// logged in again, or was deleted): the device holds the message unacknowledged and sends it
+/// again itself, and a device has at most one message waiting so.
 pub(crate) async fn handle_message(
     app: &App,
     session: &DeviceSession,
     kind: DeviceTopic,
     payload: &[u8],
+    current: impl Fn() -> bool,
 ) {
-    let (what, result) = match kind {
-        DeviceTopic::Telemetry => ("telemetry", telemetry(app, session, payload).await),
-        DeviceTopic::Heartbeat => ("heartbeat", app.device_heartbeat(session, payload).await),
-        DeviceTopic::CommandResults => (
-            "command_result",
-            app.device_command_result(session, payload).await,
-        ),
-        DeviceTopic::Ota => ("ota", app.device_ota_report(session, payload).await),
-        DeviceTopic::Tags => ("tags", app.device_tags(session, payload).await),
+    let what = match kind {
+        DeviceTopic::Telemetry => "telemetry",
+        DeviceTopic::Heartbeat => "heartbeat",
+        DeviceTopic::CommandResults => "command_result",
+        DeviceTopic::Ota => "ota",
+        DeviceTopic::Tags => "tags",
         DeviceTopic::Commands => return,
+    };
+    let mut wait = FAULT_WAITS.0;
+    let result = loop {
+        let result = match kind {
+            DeviceTopic::Telemetry => telemetry(app, session, payload).await,
+            DeviceTopic::Heartbeat => app.device_heartbeat(session, payload).await,
+            DeviceTopic::CommandResults => app.device_command_result(session, payload).await,
+            DeviceTopic::Ota => app.device_ota_report(session, payload).await,
+            DeviceTopic::Tags => app.device_tags(session, payload).await,
+            DeviceTopic::Commands => return,
+        };
+        match result {
+            Err(e) if e.is_server_fault() && current() => {
+                if wait == FAULT_WAITS.0 {
+                    tracing::warn!(device = %session.device_id, topic = what, error = %plantd_model::error_chain(&e), "a device's message could not be taken; it stays unacknowledged and is tried again");
+                }
+                metrics::counter!("plantd_mqtt_messages_retried_total", "topic" => what)
+                    .increment(1);
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(FAULT_WAITS.1);
+            }
+            other => break other,
+        }
     };
     match result {
         Ok(()) => {
             metrics::counter!("plantd_mqtt_messages_total", "topic" => what).increment(1);
+        }
+        Err(e) if e.is_server_fault() => {
+            metrics::counter!("plantd_mqtt_messages_superseded_total", "topic" => what)
+                .increment(1);
+            tracing::info!(device = %session.device_id, topic = what, "a device's message not taken was left to the device (its connection was superseded)");
         }
         Err(e) => {
             metrics::counter!("plantd_mqtt_messages_dropped_total", "topic" => what).increment(1);
@@ -183,7 +229,7 @@ pub(crate) async fn handle_message(
 
 /// How long a device's telemetry may wait for its organization's point rate (or a region
 /// migration's window) before it is dropped.
-const HOLD_AT_MOST: std::time::Duration = std::time::Duration::from_secs(300);
+const HOLD_AT_MOST: Duration = Duration::from_secs(300);
 
 /// A telemetry message, stored; over the organization's point rate, or during a migration's
 /// read-only window, its acknowledgement waits (the time the refusal says, again and again up
@@ -203,7 +249,7 @@ async fn telemetry(
                 | plantd_app::AppError::Migrating { retry_after, .. },
             ) if started.elapsed() < HOLD_AT_MOST => {
                 metrics::counter!("plantd_mqtt_messages_held_total").increment(1);
-                let wait = std::time::Duration::from_secs(retry_after.clamp(1, 30));
+                let wait = Duration::from_secs(retry_after.clamp(1, 30));
                 tokio::time::sleep(wait.min(HOLD_AT_MOST.saturating_sub(started.elapsed()))).await;
             }
             Err(e) => return Err(e),
@@ -239,7 +285,8 @@ impl BrokerEventHandler for DeviceEvents {
             let session = event.user_id.as_deref().and_then(|u| self.sessions.get(u));
             match (session, parse_topic(&event.topic)) {
                 (Some(session), Some((device, kind))) if device == session.device_id => {
-                    handle_message(&self.app, &session, kind, &event.payload).await;
+                    let current = || self.sessions.is_current(&session);
+                    handle_message(&self.app, &session, kind, &event.payload, current).await;
                 }
                 _ => {
                     metrics::counter!("plantd_mqtt_messages_dropped_total", "topic" => "other")

@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
-use crate::door::handle_message;
+use crate::door::{FAULT_WAITS, handle_message};
 
 /// How plantd reaches the external broker.
 #[derive(Clone, Debug)]
@@ -78,14 +78,16 @@ async fn session(app: &App, b: &ExternalBroker) -> Result<(), String> {
                 tokio::spawn(async move {
                     if let Some((device, kind)) = parse_topic(&p.topic)
                         && kind != DeviceTopic::Commands
-                        && let Ok(session) = app.device_session(device).await
+                        && let Some(session) = session_of(&app, device).await
                     {
-                        handle_message(&app, &session, kind, &p.payload).await;
+                        // Tried until taken (a server fault is tried again): the
+                        // broker holds the message for plantd's persistent session meanwhile.
+                        handle_message(&app, &session, kind, &p.payload, || true).await;
                     } else {
                         metrics::counter!("plantd_mqtt_messages_dropped_total", "topic" => "other")
                             .increment(1);
                     }
-                    // Handled (stored, or dropped for a reason that a retry would not change).
+                    // Handled (taken, or dropped for a reason that a retry would not change).
                     let _ = client.ack(&p).await;
                     drop(permit);
                 });
@@ -95,6 +97,23 @@ async fn session(app: &App, b: &ExternalBroker) -> Result<(), String> {
     };
     commands.abort();
     result
+}
+
+/// The device a topic names, if it exists; a server fault (the database unreachable) is tried
+/// again until it answers, as the message's use case would be.
+async fn session_of(app: &App, device: &str) -> Option<plantd_app::device_channel::DeviceSession> {
+    let mut wait = FAULT_WAITS.0;
+    loop {
+        match app.device_session(device).await {
+            Ok(s) => return Some(s),
+            Err(e) if e.is_server_fault() => {
+                tracing::warn!(device, error = %plantd_model::error_chain(&e), "could not look a device up; trying again");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(FAULT_WAITS.1);
+            }
+            Err(_) => return None,
+        }
+    }
 }
 
 /// Every device's telemetry, heartbeat, command-results, ota and tags topics.

@@ -1196,3 +1196,81 @@ async fn commands_for_a_device_away_do_not_hold_up_others() {
     assert_eq!(command["command"], "ping");
     channel.stop().await;
 }
+
+/// A device's telemetry is acknowledged only once stored: while storage fails (a fault put
+/// into the telemetry log's table by a trigger), its PUBACK waits and the message is handed
+/// again; once storage works, it is stored and acknowledged. Nothing is acknowledged unstored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_message_waits_through_a_storage_fault_and_is_acknowledged_once_stored() {
+    let app = spawn_app().await;
+    let k = app.admin_key.clone();
+    let channel = app.start_mqtt().await;
+    let d = register(&app, &k, "FAULT-1", json!({})).await;
+    let (id, pw) = (
+        d["id"].as_str().unwrap(),
+        d["mqtt"]["password"].as_str().unwrap(),
+    );
+    let (mut dev, code) = connect(options(channel.local_addr.unwrap(), id, id, pw)).await;
+    assert_eq!(code, ConnectReturnCode::Success);
+    let sqlite = app.store.backend() == plantd_store::Backend::Sqlite;
+    let (inject, heal): (&[&str], &str) = if sqlite {
+        (
+            &[
+                "CREATE TRIGGER test_fault BEFORE INSERT ON telemetry_log BEGIN SELECT RAISE(ABORT, 'a storage fault put by the test'); END",
+            ],
+            "DROP TRIGGER test_fault",
+        )
+    } else {
+        (
+            &[
+                "CREATE FUNCTION test_fault() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'a storage fault put by the test'; END $$",
+                "CREATE TRIGGER test_fault BEFORE INSERT ON telemetry_log FOR EACH STATEMENT EXECUTE FUNCTION test_fault()",
+            ],
+            "DROP TRIGGER test_fault ON telemetry_log",
+        )
+    };
+    for sql in inject {
+        sqlx::query(sqlx::AssertSqlSafe(*sql))
+            .execute(app.store.pool())
+            .await
+            .unwrap();
+    }
+    let point = json!({"data": [{"tag_name": "flow", "value": 17.5, "timestamp": chrono_now()}]});
+    dev.client
+        .publish(
+            format!("plantd/devices/{id}/telemetry"),
+            QoS::AtLeastOnce,
+            false,
+            point.to_string(),
+        )
+        .await
+        .unwrap();
+    // Storage fails for 4 s (the message is handed again after 1 s, then 2 s): no PUBACK.
+    let until = tokio::time::Instant::now() + Duration::from_secs(4);
+    while let Ok(Some(p)) = tokio::time::timeout_at(until, dev.incoming.recv()).await {
+        assert!(
+            !matches!(p, Packet::PubAck(_)),
+            "a message was acknowledged while it could not be stored"
+        );
+    }
+    assert!(!latest_has(&app, id, "flow").await);
+    sqlx::query(sqlx::AssertSqlSafe(heal))
+        .execute(app.store.pool())
+        .await
+        .unwrap();
+    loop {
+        match tokio::time::timeout(Duration::from_secs(60), dev.incoming.recv()).await {
+            Ok(Some(Packet::PubAck(_))) => break,
+            Ok(Some(_)) => {}
+            other => panic!("no PUBACK within 60 s of storage working again: {other:?}"),
+        }
+    }
+    // Acknowledged means stored.
+    assert!(latest_has(&app, id, "flow").await);
+    let metrics = app.app.metrics_text().await.unwrap();
+    assert!(
+        metrics.contains("plantd_mqtt_messages_retried_total{topic=\"telemetry\"}"),
+        "{metrics}"
+    );
+    channel.stop().await;
+}
