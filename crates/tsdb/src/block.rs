@@ -245,23 +245,11 @@ pub(crate) fn decode_kept(
         }
         PCO => {
             let (ts, values) = (r.part()?, r.part()?);
-            match kept {
-                Some(k) => {
-                    if want.timestamps {
-                        k.column(ts, n, &mut out.ts, decompress_onto)?;
-                    }
-                    if want.values {
-                        k.column(values, n, &mut out.values, decompress_onto)?;
-                    }
-                }
-                None => {
-                    if want.timestamps {
-                        decompress_onto(ts, n, &mut out.ts)?;
-                    }
-                    if want.values {
-                        decompress_onto(values, n, &mut out.values)?;
-                    }
-                }
+            if want.timestamps {
+                column_onto(kept, ts, n, &mut out.ts)?;
+            }
+            if want.values {
+                column_onto(kept, values, n, &mut out.values)?;
             }
             if want.quality {
                 if r.0.is_empty() {
@@ -274,6 +262,20 @@ pub(crate) fn decode_kept(
         _ => return Err(corrupt("unknown block encoding")),
     }
     Ok(n)
+}
+
+/// A compressed column of `n` numbers onto the end of `into`: from `kept` when it holds it (and
+/// kept there once decoded), else decoded.
+fn column_onto<T: crate::decoded::Cached>(
+    kept: Option<&crate::decoded::Decoded>,
+    part: &[u8],
+    n: usize,
+    into: &mut Vec<T>,
+) -> Result<()> {
+    match kept {
+        Some(k) => k.column(part, n, into, decompress_onto),
+        None => decompress_onto(part, n, into),
+    }
 }
 
 /// Decompresses a column of `n` numbers onto the end of `into`.
